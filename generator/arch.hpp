@@ -1,0 +1,32 @@
+// Target architectures: parsing "sm_90a"-style names and the budgets the heuristics size tiles by.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace flashjit {
+
+struct ArchInfo {
+  std::string name;        // canonical: sm_80, sm_90a, sm_100a, ...
+  int major = 0;
+  int minor = 0;
+  char suffix = 0;         // 'a' (arch-specific features), 'f' (family), or 0
+  int max_smem_per_block;  // bytes of dynamic shared memory one CTA may opt into
+  int regs_per_sm = 65536;
+  int sm_count_hint;       // used only for launch-independent heuristics; the runtime reads the real count
+
+  int cc() const { return major * 10 + minor; }
+  // wgmma, setmaxnreg and TMA multicast need the arch-specific sm_90a target.
+  bool has_wgmma() const { return major == 9 && suffix == 'a'; }
+  bool has_tma() const { return major >= 9; }
+  bool has_tcgen05() const { return major == 10 && (suffix == 'a' || suffix == 'f'); }
+};
+
+// Parses "sm_XY", "sm_XYa", "sm_XYf" (also "compute_" is rejected: flashjit always emits cubins).
+// Returns nullopt for anything else or an arch older than sm_80.
+std::optional<ArchInfo> parse_arch(const std::string& name);
+
+// The arch a device of compute capability major.minor should be compiled for (9.0 -> sm_90a).
+std::string arch_for_compute_capability(int major, int minor);
+
+}  // namespace flashjit

@@ -1,0 +1,369 @@
+#include "generator/config.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace flashjit {
+
+using nlohmann::json;
+
+// ---- enum names -------------------------------------------------------------------------------
+
+const char* to_string(DType d) {
+  switch (d) {
+    case DType::bf16: return "bf16";
+    case DType::fp16: return "fp16";
+    case DType::e4m3: return "e4m3";
+    case DType::e5m2: return "e5m2";
+    case DType::fp32: return "fp32";
+  }
+  return "?";
+}
+const char* to_string(Mask m) {
+  switch (m) {
+    case Mask::none: return "none";
+    case Mask::causal: return "causal";
+    case Mask::sliding_window: return "sliding_window";
+  }
+  return "?";
+}
+const char* to_string(ScaleGranularity s) {
+  switch (s) {
+    case ScaleGranularity::none: return "none";
+    case ScaleGranularity::per_tensor: return "per_tensor";
+    case ScaleGranularity::per_head: return "per_head";
+    case ScaleGranularity::per_token: return "per_token";
+  }
+  return "?";
+}
+const char* to_string(Family f) {
+  switch (f) {
+    case Family::automatic: return "auto";
+    case Family::sm80: return "sm80";
+    case Family::sm90: return "sm90";
+    case Family::sm100: return "sm100";
+  }
+  return "?";
+}
+const char* to_string(Scheduler s) {
+  switch (s) {
+    case Scheduler::automatic: return "auto";
+    case Scheduler::transient: return "transient";
+    case Scheduler::persistent: return "persistent";
+  }
+  return "?";
+}
+int dtype_bytes(DType d) {
+  switch (d) {
+    case DType::bf16: case DType::fp16: return 2;
+    case DType::e4m3: case DType::e5m2: return 1;
+    case DType::fp32: return 4;
+  }
+  return 0;
+}
+
+// ---- errors -----------------------------------------------------------------------------------
+
+std::string ConfigIssue::message() const {
+  std::string m = path.empty() ? std::string("config") : path;
+  if (!value.empty()) m += " = " + value;
+  return m + ": " + rule;
+}
+
+namespace {
+std::string join_issues(const std::vector<ConfigIssue>& issues) {
+  std::string s = issues.size() == 1 ? "invalid config: " : "invalid config (" +
+                  std::to_string(issues.size()) + " errors):";
+  if (issues.size() == 1) return s + issues[0].message();
+  for (const auto& i : issues) s += "\n  " + i.message();
+  return s;
+}
+}  // namespace
+
+ConfigError::ConfigError(std::vector<ConfigIssue> issues)
+    : std::runtime_error(join_issues(issues)), issues_(std::move(issues)) {}
+
+// ---- parsing ----------------------------------------------------------------------------------
+
+namespace {
+
+template <class E>
+struct EnumName {
+  E value;
+  const char* name;
+};
+
+const EnumName<DType> kDTypes[] = {{DType::bf16, "bf16"}, {DType::fp16, "fp16"},
+                                   {DType::e4m3, "e4m3"}, {DType::e5m2, "e5m2"},
+                                   {DType::fp32, "fp32"}};
+const EnumName<Mask> kMasks[] = {{Mask::none, "none"}, {Mask::causal, "causal"},
+                                 {Mask::sliding_window, "sliding_window"}};
+const EnumName<ScaleGranularity> kScales[] = {{ScaleGranularity::none, "none"},
+                                              {ScaleGranularity::per_tensor, "per_tensor"},
+                                              {ScaleGranularity::per_head, "per_head"},
+                                              {ScaleGranularity::per_token, "per_token"}};
+const EnumName<Family> kFamilies[] = {{Family::automatic, "auto"}, {Family::sm80, "sm80"},
+                                      {Family::sm90, "sm90"}, {Family::sm100, "sm100"}};
+const EnumName<Scheduler> kSchedulers[] = {{Scheduler::automatic, "auto"},
+                                           {Scheduler::transient, "transient"},
+                                           {Scheduler::persistent, "persistent"}};
+
+std::string show(const json& v) { return v.dump(); }
+
+// Walks one JSON object: typed reads that record issues instead of throwing, and a final check
+// that reports every key nobody read.
+class ObjectReader {
+ public:
+  ObjectReader(const json& obj, std::string path, std::vector<ConfigIssue>& issues)
+      : obj_(obj), path_(std::move(path)), issues_(issues) {}
+
+  std::string sub(const std::string& key) const {
+    return path_.empty() ? key : path_ + "." + key;
+  }
+  const json* find(const std::string& key) {
+    seen_.insert(key);
+    auto it = obj_.find(key);
+    return it == obj_.end() ? nullptr : &*it;
+  }
+  void issue(const std::string& key, const json& v, const std::string& rule) {
+    issues_.push_back({sub(key), show(v), rule});
+  }
+
+  void read_int(const std::string& key, int& out) {
+    if (const json* v = find(key)) read_int_value(key, *v, out);
+  }
+  void read_int(const std::string& key, std::optional<int>& out) {
+    if (const json* v = find(key)) {
+      if (v->is_null()) return;
+      int x = 0;
+      size_t before = issues_.size();
+      read_int_value(key, *v, x);
+      if (issues_.size() == before) out = x;
+    }
+  }
+  void read_bool(const std::string& key, bool& out) {
+    if (const json* v = find(key)) {
+      if (v->is_boolean()) out = v->get<bool>();
+      else issue(key, *v, "must be true or false");
+    }
+  }
+  void read_bool(const std::string& key, std::optional<bool>& out) {
+    if (const json* v = find(key)) {
+      if (v->is_null()) return;
+      if (v->is_boolean()) out = v->get<bool>();
+      else issue(key, *v, "must be true or false");
+    }
+  }
+  void read_string(const std::string& key, std::string& out) {
+    if (const json* v = find(key)) {
+      if (v->is_string()) out = v->get<std::string>();
+      else issue(key, *v, "must be a string");
+    }
+  }
+  template <class E, size_t N>
+  bool read_enum(const std::string& key, const EnumName<E> (&names)[N], E& out) {
+    const json* v = find(key);
+    if (!v) return false;
+    if (v->is_string()) {
+      for (const auto& n : names)
+        if (v->get<std::string>() == n.name) {
+          out = n.value;
+          return true;
+        }
+    }
+    std::string allowed;
+    for (const auto& n : names) allowed += std::string(allowed.empty() ? "" : ", ") + n.name;
+    issue(key, *v, "must be one of: " + allowed);
+    return false;
+  }
+  template <class E, size_t N>
+  void read_enum(const std::string& key, const EnumName<E> (&names)[N], std::optional<E>& out) {
+    const json* v = find(key);
+    if (!v || v->is_null()) return;
+    E e{};
+    if (read_enum(key, names, e)) out = e;
+  }
+  // Reads a nested object; returns nullptr (with an issue) when the value is not an object.
+  const json* object(const std::string& key) {
+    const json* v = find(key);
+    if (v && !v->is_object()) {
+      issue(key, *v, "must be an object");
+      return nullptr;
+    }
+    return v;
+  }
+  void check_unknown() {
+    for (auto it = obj_.begin(); it != obj_.end(); ++it)
+      if (!seen_.count(it.key()))
+        issues_.push_back({sub(it.key()), show(it.value()), "unknown key"});
+  }
+
+ private:
+  void read_int_value(const std::string& key, const json& v, int& out) {
+    if (!v.is_number_integer()) {
+      issue(key, v, "must be an integer");
+      return;
+    }
+    long long x = v.get<long long>();
+    if (x < -(1LL << 30) || x > (1LL << 30)) issue(key, v, "integer out of range");
+    else out = static_cast<int>(x);
+  }
+
+  const json& obj_;
+  std::string path_;
+  std::vector<ConfigIssue>& issues_;
+  std::set<std::string> seen_;
+};
+
+void parse_tuning(const json& j, std::vector<ConfigIssue>& issues, Tuning& t) {
+  ObjectReader r(j, "tuning", issues);
+  r.read_enum("family", kFamilies, t.family);
+  r.read_int("BM", t.BM);
+  r.read_int("BN", t.BN);
+  r.read_int("num_kv_stages", t.num_kv_stages);
+  r.read_int("num_qk_stages", t.num_qk_stages);
+  r.read_int("num_pv_stages", t.num_pv_stages);
+  r.read_int("swizzle", t.swizzle);
+  r.read_bool("pair_cta", t.pair_cta);
+  r.read_bool("shared_kv", t.shared_kv);
+  r.read_int("splitk_partitions", t.splitk_partitions);
+  r.read_enum("scheduler", kSchedulers, t.scheduler);
+  r.read_int("consumer_warpgroups", t.consumer_warpgroups);
+  r.read_int("num_warps", t.num_warps);
+  r.check_unknown();
+}
+
+}  // namespace
+
+Config parse_config(const json& j) {
+  std::vector<ConfigIssue> issues;
+  Config c;
+  if (!j.is_object()) throw ConfigError({{"", show(j), "the config must be a JSON object"}});
+  ObjectReader r(j, "", issues);
+
+  if (const json* s = r.find("schema")) {
+    if (!s->is_string() || s->get<std::string>() != kConfigSchema)
+      r.issue("schema", *s, std::string("must be \"") + kConfigSchema + "\"");
+  }
+  r.read_string("arch", c.arch);
+  if (const json* d = r.object("dtype")) {
+    ObjectReader dr(*d, "dtype", issues);
+    dr.read_enum("qkv", kDTypes, c.dtype.qkv);
+    dr.read_enum("out", kDTypes, c.dtype.out);
+    dr.read_enum("rope", kDTypes, c.dtype.rope);
+    dr.read_enum("scale", kDTypes, c.dtype.scale);
+    dr.check_unknown();
+  }
+  if (const json* h = r.object("head_dim")) {
+    ObjectReader hr(*h, "head_dim", issues);
+    hr.read_int("qk", c.head_dim.qk);
+    hr.read_int("v", c.head_dim.v);
+    hr.read_int("rope", c.head_dim.rope);
+    hr.check_unknown();
+  }
+  r.read_int("group", c.group);
+  r.read_enum("mask", kMasks, c.mask);
+  if (const json* k = r.object("kv_layout")) {
+    ObjectReader kr(*k, "kv_layout", issues);
+    kr.read_bool("paged", c.kv_layout.paged);
+    kr.read_int("page_size", c.kv_layout.page_size);
+    kr.check_unknown();
+  }
+  r.read_bool("varlen", c.varlen);
+  if (const json* s = r.object("scales")) {
+    ObjectReader sr(*s, "scales", issues);
+    sr.read_enum("q", kScales, c.scales.q);
+    sr.read_enum("k", kScales, c.scales.k);
+    sr.read_enum("v", kScales, c.scales.v);
+    sr.check_unknown();
+  }
+  if (const json* o = r.object("outputs")) {
+    ObjectReader orr(*o, "outputs", issues);
+    orr.read_bool("lse", c.lse);
+    orr.check_unknown();
+  }
+  if (const json* t = r.object("tuning")) parse_tuning(*t, issues, c.tuning);
+  r.check_unknown();
+
+  if (!issues.empty()) throw ConfigError(std::move(issues));
+  return c;
+}
+
+Config parse_config_text(const std::string& text, const std::string& origin) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw ConfigError({{"", origin, std::string("not valid JSON: ") + e.what()}});
+  }
+  return parse_config(j);
+}
+
+Config load_config_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw ConfigError({{"", path, "cannot open config file"}});
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_config_text(ss.str(), path);
+}
+
+// ---- serialisation ----------------------------------------------------------------------------
+
+namespace {
+template <class T>
+json opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+template <class E>
+json opt_enum(const std::optional<E>& v) {
+  return v ? json(to_string(*v)) : json(nullptr);
+}
+}  // namespace
+
+json to_json(const Config& c) {
+  json t = json::object();
+  const Tuning& tu = c.tuning;
+  // Only set tuning fields are written: an unresolved config round-trips unchanged.
+  if (tu.family) t["family"] = to_string(*tu.family);
+  if (tu.BM) t["BM"] = *tu.BM;
+  if (tu.BN) t["BN"] = *tu.BN;
+  if (tu.num_kv_stages) t["num_kv_stages"] = *tu.num_kv_stages;
+  if (tu.num_qk_stages) t["num_qk_stages"] = *tu.num_qk_stages;
+  if (tu.num_pv_stages) t["num_pv_stages"] = *tu.num_pv_stages;
+  if (tu.swizzle) t["swizzle"] = *tu.swizzle;
+  if (tu.pair_cta) t["pair_cta"] = *tu.pair_cta;
+  if (tu.shared_kv) t["shared_kv"] = *tu.shared_kv;
+  if (tu.splitk_partitions) t["splitk_partitions"] = *tu.splitk_partitions;
+  if (tu.scheduler) t["scheduler"] = to_string(*tu.scheduler);
+  if (tu.consumer_warpgroups) t["consumer_warpgroups"] = *tu.consumer_warpgroups;
+  if (tu.num_warps) t["num_warps"] = *tu.num_warps;
+
+  return json{
+      {"schema", kConfigSchema},
+      {"arch", c.arch},
+      {"dtype",
+       {{"qkv", to_string(c.dtype.qkv)},
+        {"out", to_string(c.dtype.out)},
+        {"rope", opt_enum(c.dtype.rope)},
+        {"scale", opt_enum(c.dtype.scale)}}},
+      {"head_dim", {{"qk", c.head_dim.qk}, {"v", c.head_dim.v}, {"rope", c.head_dim.rope}}},
+      {"group", c.group},
+      {"mask", to_string(c.mask)},
+      {"kv_layout", {{"paged", c.kv_layout.paged}, {"page_size", c.kv_layout.page_size}}},
+      {"varlen", c.varlen},
+      {"scales",
+       {{"q", to_string(c.scales.q)}, {"k", to_string(c.scales.k)}, {"v", to_string(c.scales.v)}}},
+      {"outputs", {{"lse", c.lse}}},
+      {"tuning", t},
+  };
+}
+
+std::string canonical_json(const Config& c) {
+  // nlohmann::json objects are std::map-backed: keys come out sorted, so dump() is canonical.
+  return to_json(c).dump();
+}
+
+}  // namespace flashjit

@@ -1,0 +1,114 @@
+// The attention config (schema flashjit.attention.v1): what a kernel computes and how it is tuned.
+// A Config is what the user wrote (tuning fields may be unset); resolve() fills every field for a
+// target arch, and the canonical JSON of the resolved config identifies the kernel.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace flashjit {
+
+inline constexpr const char* kConfigSchema = "flashjit.attention.v1";
+
+enum class DType { bf16, fp16, e4m3, e5m2, fp32 };
+enum class Mask { none, causal, sliding_window };
+enum class ScaleGranularity { none, per_tensor, per_head, per_token };
+enum class Family { automatic, sm80, sm90, sm100 };
+enum class Scheduler { automatic, transient, persistent };
+
+const char* to_string(DType);
+const char* to_string(Mask);
+const char* to_string(ScaleGranularity);
+const char* to_string(Family);
+const char* to_string(Scheduler);
+int dtype_bytes(DType);
+
+struct DTypes {
+  DType qkv = DType::bf16;
+  DType out = DType::bf16;
+  std::optional<DType> rope;   // dtype of the rope columns of Q and K; unset: same as qkv
+  std::optional<DType> scale;  // dtype of per-token scales; set only when a scale is per_token
+};
+
+struct HeadDims {
+  int qk = 128;    // Q/K depth, rope columns included
+  int v = 128;     // V/O depth
+  int rope = 0;    // the last `rope` columns of Q and K, stored in their own tensors
+  int nope() const { return qk - rope; }
+};
+
+struct KvLayout {
+  bool paged = false;
+  int page_size = 0;
+};
+
+struct Scales {
+  ScaleGranularity q = ScaleGranularity::none;
+  ScaleGranularity k = ScaleGranularity::none;
+  ScaleGranularity v = ScaleGranularity::none;
+  bool any() const {
+    return q != ScaleGranularity::none || k != ScaleGranularity::none ||
+           v != ScaleGranularity::none;
+  }
+};
+
+// Everything here is optional in a user's config and filled in by resolve().
+struct Tuning {
+  std::optional<Family> family;
+  std::optional<int> BM;
+  std::optional<int> BN;
+  std::optional<int> num_kv_stages;
+  std::optional<int> num_qk_stages;
+  std::optional<int> num_pv_stages;
+  std::optional<int> swizzle;
+  std::optional<bool> pair_cta;
+  std::optional<bool> shared_kv;
+  std::optional<int> splitk_partitions;
+  std::optional<Scheduler> scheduler;
+  std::optional<int> consumer_warpgroups;  // sm90: MMA warpgroups (BM / 64)
+  std::optional<int> num_warps;            // sm80: warps per CTA
+};
+
+struct Config {
+  std::string arch = "sm_90a";
+  DTypes dtype;
+  HeadDims head_dim;
+  int group = 1;  // query heads per KV head (GQA/MQA)
+  Mask mask = Mask::none;
+  KvLayout kv_layout;
+  bool varlen = false;
+  Scales scales;
+  bool lse = false;  // outputs.lse
+  Tuning tuning;
+};
+
+// One broken rule: where (a dotted JSON path), what was found, and which rule it breaks.
+struct ConfigIssue {
+  std::string path;
+  std::string value;
+  std::string rule;
+  std::string message() const;
+};
+
+class ConfigError : public std::runtime_error {
+ public:
+  explicit ConfigError(std::vector<ConfigIssue> issues);
+  const std::vector<ConfigIssue>& issues() const { return issues_; }
+
+ private:
+  std::vector<ConfigIssue> issues_;
+};
+
+// JSON <-> Config. parse_config collects every shape/type/unknown-key problem before throwing.
+Config parse_config(const nlohmann::json& j);
+Config parse_config_text(const std::string& text, const std::string& origin = "config");
+Config load_config_file(const std::string& path);
+nlohmann::json to_json(const Config& c);
+// Canonical text: sorted keys, no whitespace. Byte-identical for equal configs.
+std::string canonical_json(const Config& c);
+
+}  // namespace flashjit

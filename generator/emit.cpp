@@ -1,0 +1,90 @@
+#include "generator/emit.hpp"
+
+#include <cstdint>
+#include <cstdio>
+
+namespace flashjit::emit {
+
+std::string device_type(DType d) {
+  switch (d) {
+    case DType::bf16: return "flashjit::bf16_t";
+    case DType::fp16: return "flashjit::fp16_t";
+    case DType::fp32: return "float";
+    case DType::e4m3: return "flashjit::e4m3_t";
+    case DType::e5m2: return "flashjit::e5m2_t";
+  }
+  return "void";
+}
+
+std::string mask_kind(Mask m) {
+  switch (m) {
+    case Mask::none: return "flashjit::MaskKind::kNone";
+    case Mask::causal: return "flashjit::MaskKind::kCausal";
+    case Mask::sliding_window: return "flashjit::MaskKind::kSlidingWindow";
+  }
+  return "";
+}
+
+std::string scale_kind(ScaleGranularity s) {
+  switch (s) {
+    case ScaleGranularity::none: return "flashjit::ScaleKind::kNone";
+    case ScaleGranularity::per_tensor: return "flashjit::ScaleKind::kPerTensor";
+    case ScaleGranularity::per_head: return "flashjit::ScaleKind::kPerHead";
+    case ScaleGranularity::per_token: return "flashjit::ScaleKind::kPerToken";
+  }
+  return "";
+}
+
+std::string entry_symbol(const std::string& name, const std::string& canonical_config) {
+  // FNV-1a: only disambiguates symbols; cache identity is the SHA-256 key computed elsewhere.
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : canonical_config) h = (h ^ c) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(h ^ (h >> 32)));
+  return name + "_" + buf;
+}
+
+std::string unit_header(const std::string& name, const Config& resolved) {
+  return "// flashjit generated kernel: " + name + "\n// resolved config: " +
+         canonical_json(resolved) +
+         "\n#include \"common/params.cuh\"\n#include \"common/types.cuh\"\n\n";
+}
+
+std::string traits_struct(const Config& r, const Constants& extra) {
+  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+  Constants c = {
+      {"kHeadDimQK", std::to_string(r.head_dim.qk)},
+      {"kHeadDimV", std::to_string(r.head_dim.v)},
+      {"kHeadDimRope", std::to_string(r.head_dim.rope)},
+      {"kGroup", std::to_string(r.group)},
+      {"kMask", mask_kind(r.mask)},
+      {"kVarlen", b(r.varlen)},
+      {"kWriteLse", b(r.lse)},
+      {"kQScale", scale_kind(r.scales.q)},
+      {"kKScale", scale_kind(r.scales.k)},
+      {"kVScale", scale_kind(r.scales.v)},
+  };
+  c.insert(c.end(), extra.begin(), extra.end());
+  std::string s = "namespace flashjit::generated {\nstruct Traits {\n";
+  s += "  using Element = " + device_type(r.dtype.qkv) + ";\n";
+  s += "  using OutElement = " + device_type(r.dtype.out) + ";\n";
+  s += "  using RopeElement = " + device_type(r.dtype.rope.value_or(r.dtype.qkv)) + ";\n";
+  for (const auto& [name, value] : c) {
+    std::string type = value == "true" || value == "false" ? "bool"
+                       : value.rfind("flashjit::", 0) == 0 ? "auto"
+                                                           : "int";
+    s += "  static constexpr " + type + " " + name + " = " + value + ";\n";
+  }
+  s += "};\n}  // namespace flashjit::generated\n\n";
+  return s;
+}
+
+std::string entry_function(const std::string& symbol, int threads, int min_blocks,
+                           const std::string& body, const std::string& attributes) {
+  return "extern \"C\" __global__ void " + attributes + "__launch_bounds__(" +
+         std::to_string(threads) + ", " + std::to_string(min_blocks) + ")\n" + symbol +
+         "(const __grid_constant__ flashjit::AttentionParams params) {\n  " + body +
+         "<flashjit::generated::Traits>(params);\n}\n";
+}
+
+}  // namespace flashjit::emit

@@ -1,0 +1,188 @@
+// The sm80 family: FlashAttention-2-style forward on mma.sync (ldmatrix, cp.async multistage).
+// Runs on every GPU from Ampere on; the fallback where the sm90 family does not apply.
+#include "generator/emit.hpp"
+#include "generator/family.hpp"
+#include "generator/resolve.hpp"
+#include "generator/tuning_rules.hpp"
+
+namespace flashjit {
+
+namespace {
+
+constexpr const char* kName = "sm80";
+
+struct Sm80Tile {
+  int BM, BN, warps, stages;
+};
+
+// Must match templates/sm80/smem_layout.cuh: Q, then kStages K tiles and kStages V tiles
+// (16-bit, swizzled, unpadded), then, for 32-row warps, the softmax's running sums (16 bytes per
+// query row); the epilogue stages O (BM x v, 16-bit) over the same space, so the total is at
+// least that.
+int smem_for(const Config& c, const Sm80Tile& t) {
+  auto tile = [](int rows, int cols) { return rows * cols * 2; };  // 16-bit elements
+  int q = tile(t.BM, c.head_dim.qk);
+  int kv = t.stages * (tile(t.BN, c.head_dim.qk) + tile(t.BN, c.head_dim.v));
+  int stats = t.BM / t.warps == 32 ? t.BM * 16 : 0;
+  int o = tile(t.BM, c.head_dim.v);
+  return std::max(q + kv + stats, o);
+}
+
+// fp32 accumulator registers per thread: the S tile plus the O tile of one warp's rows.
+int accumulator_regs(const Config& c, const Sm80Tile& t) {
+  int rows = t.BM / t.warps;
+  return rows * t.BN / 32 + rows * c.head_dim.v / 32;
+}
+
+constexpr int kMaxAccumulatorRegs = 192;
+
+class Sm80Family final : public KernelFamily {
+ public:
+  Family id() const override { return Family::sm80; }
+
+  std::optional<ConfigIssue> unsupported(const Config& c, const ArchInfo&) const override {
+    if (c.dtype.qkv != DType::bf16 && c.dtype.qkv != DType::fp16)
+      return ConfigIssue{"dtype.qkv", std::string("\"") + to_string(c.dtype.qkv) + "\"",
+                         "the sm80 family computes on bf16 or fp16 inputs"};
+    if (c.head_dim.qk > 256)
+      return ConfigIssue{"head_dim.qk", std::to_string(c.head_dim.qk),
+                         "the sm80 family supports head dims up to 256"};
+    if (c.head_dim.v > 256)
+      return ConfigIssue{"head_dim.v", std::to_string(c.head_dim.v),
+                         "the sm80 family supports head dims up to 256"};
+    if (c.head_dim.rope > 0 && c.dtype.rope && *c.dtype.rope != c.dtype.qkv)
+      return ConfigIssue{"dtype.rope", std::string("\"") + to_string(*c.dtype.rope) + "\"",
+                         "the sm80 family needs rope columns in dtype.qkv"};
+    if (c.kv_layout.paged)
+      return ConfigIssue{"kv_layout.paged", "true", "paged KV caches are not implemented yet"};
+    if (c.scales.any())
+      return ConfigIssue{"scales", "", "quantisation scales are not implemented yet"};
+    return std::nullopt;
+  }
+
+  void resolve_tuning(Config& c, const ArchInfo& arch) const override {
+    Tuning& t = c.tuning;
+    if (!t.BM || !t.BN || !t.num_warps || !t.num_kv_stages) {
+      Sm80Tile best = pick(c, arch);
+      if (!t.BM) t.BM = best.BM;
+      if (!t.BN) t.BN = best.BN;
+      if (!t.num_warps) t.num_warps = best.BM == *t.BM ? best.warps : 4;
+      if (!t.num_kv_stages) t.num_kv_stages = best.stages;
+    }
+    if (!t.scheduler) t.scheduler = Scheduler::transient;
+  }
+
+  void check_tuning(const Config& c, const ArchInfo& arch,
+                    std::vector<ConfigIssue>& issues) const override {
+    const Tuning& t = c.tuning;
+    auto bad = [&](const char* f, int v, std::string rule) {
+      issues.push_back({std::string("tuning.") + f, std::to_string(v), std::move(rule)});
+    };
+    rules::not_for_family(t.consumer_warpgroups, "consumer_warpgroups", kName, issues);
+    rules::not_for_family(t.pair_cta, "pair_cta", kName, issues);
+    rules::not_for_family(t.shared_kv, "shared_kv", kName, issues);
+    rules::not_for_family(t.num_qk_stages, "num_qk_stages", kName, issues);
+    rules::not_for_family(t.num_pv_stages, "num_pv_stages", kName, issues);
+    rules::not_for_family(t.splitk_partitions, "splitk_partitions", kName, issues);
+    rules::not_for_family(t.swizzle, "swizzle", kName, issues);
+    Sm80Tile tile{*t.BM, *t.BN, *t.num_warps, *t.num_kv_stages};
+    if (tile.warps != 4 && tile.warps != 8) bad("num_warps", tile.warps, "must be 4 or 8");
+    if (tile.BM != 64 && tile.BM != 128) bad("BM", tile.BM, "must be 64 or 128");
+    else if (tile.warps == 4 || tile.warps == 8) {
+      int rows = tile.BM / tile.warps;
+      if (rows != 16 && rows != 32)
+        bad("BM", tile.BM, "each warp owns 16 or 32 rows, so BM / num_warps must be 16 or 32");
+    }
+    if (tile.BN < 16 || tile.BN > 128 || tile.BN % 16)
+      bad("BN", tile.BN, "must be a multiple of 16 from 16 to 128 (one mma k-step of P V per 16 keys)");
+    if (tile.stages != 1 && tile.stages != 2)
+      bad("num_kv_stages", tile.stages, "must be 1 or 2 (cp.async double buffering)");
+    if (!issues.empty()) return;  // the budgets below assume a well-formed tile
+    int smem = smem_for(c, tile);
+    if (smem > arch.max_smem_per_block)
+      bad("BN", tile.BN, "needs " + std::to_string(smem) + " bytes of shared memory; " + arch.name +
+          " allows " + std::to_string(arch.max_smem_per_block));
+    int regs = accumulator_regs(c, tile);
+    if (regs > kMaxAccumulatorRegs)
+      bad("BN", tile.BN, "needs " + std::to_string(regs) +
+          " accumulator registers per thread (BM/num_warps rows x (BN + head_dim.v) / 32); at most " +
+          std::to_string(kMaxAccumulatorRegs) + " fit");
+    if (t.scheduler && *t.scheduler != Scheduler::transient)
+      issues.push_back({"tuning.scheduler", to_string(*t.scheduler),
+                        "the sm80 family launches one CTA per tile (transient)"});
+  }
+
+  int smem_bytes(const Config& c) const override {
+    const Tuning& t = c.tuning;
+    return smem_for(c, {*t.BM, *t.BN, *t.num_warps, *t.num_kv_stages});
+  }
+
+  KernelSource emit(const Config& c, const ArchInfo& arch) const override {
+    const Tuning& t = c.tuning;
+    int threads = *t.num_warps * 32;
+    KernelSource s;
+    s.name = readable_name(c);
+    s.arch = arch.name;
+    s.config = to_json(c);
+    s.launch.family = kName;
+    s.launch.entry = emit::entry_symbol(s.name, canonical_json(c));
+    s.launch.threads = threads;
+    s.launch.smem_bytes = smem_bytes(c);
+    s.launch.block_m = *t.BM;
+    s.launch.block_n = *t.BN;
+    s.unit = emit::unit_header(s.name, c) +
+             emit::traits_struct(c, {{"kBlockM", std::to_string(*t.BM)},
+                                     {"kBlockN", std::to_string(*t.BN)},
+                                     {"kNumWarps", std::to_string(*t.num_warps)},
+                                     {"kStages", std::to_string(*t.num_kv_stages)},
+                                     {"kThreads", std::to_string(threads)},
+                                     {"kSmemBytes", std::to_string(s.launch.smem_bytes)}}) +
+             "#include \"sm80/attention_fwd.cuh\"\n\n" +
+             emit::entry_function(s.launch.entry, threads, 1, "flashjit::sm80::attention_fwd");
+    return s;
+  }
+
+ private:
+  // Default tiles, measured on an H200 (bf16, seqlen 2k-16k, TFLOP/s non-causal / causal at 16k):
+  //  - d <= 128: 4 warps x 32 rows, one K/V buffer, two CTAs per SM (FlashAttention-2's tiles).
+  //    BN is the largest of 64 / 48 / 32 whose accumulators (32 rows x (BN + v) / 32 fp32)
+  //    stay within kComfortableAccumulatorRegs: at d128 BN 64 (367 / 317) needs 192 and ptxas
+  //    then spills a few bytes on some variants, BN 48 (354 / 310) does not; BN 64 is taken up
+  //    to d96. Rope, and sm_100+, get 16 registers less (d128 there: BN 32).
+  //    Two K/V buffers are no faster here and leave no registers.
+  //  - d > 128: 8 warps x 16 rows, two K/V buffers (d256: 293 / 299); one buffer where shared
+  //    memory is short (sm_80: 128 KB), then 4 warps x 16 rows (sm_86: 99 KB).
+  static constexpr int kComfortableAccumulatorRegs = 176;
+
+  Sm80Tile pick(const Config& c, const ArchInfo& arch) const {
+    int d = std::max(c.head_dim.qk, c.head_dim.v);
+    std::vector<Sm80Tile> prefs;
+    if (d <= 128) {
+      // Empirical (ptxas 13.0 over sm_80 ... sm_100a): BN 64 itself wants 16 spare registers.
+      // The rope split needs two more pointers per K tile; ptxas for sm_100+ keeps a few more
+      // registers live (this family is only a fallback there: no GPU to tune on).
+      int budget = kComfortableAccumulatorRegs - (c.head_dim.rope > 0 || arch.major >= 10 ? 16 : 0);
+      for (int bn : {64, 48, 32})
+        if (accumulator_regs(c, {128, bn, 4, 1}) <= budget - (bn == 64 ? 16 : 0))
+          prefs.push_back({128, bn, 4, 1});
+      prefs.push_back({64, 64, 4, 1});
+    } else {
+      prefs = {{128, 64, 8, 2}, {128, 64, 8, 1}, {64, 64, 4, 1}, {64, 32, 4, 1}};
+    }
+    prefs.push_back({64, 32, 4, 1});
+    for (const auto& t : prefs)
+      if (smem_for(c, t) <= arch.max_smem_per_block &&
+          accumulator_regs(c, t) <= kMaxAccumulatorRegs)
+        return t;
+    return prefs.back();
+  }
+};
+
+}  // namespace
+
+const KernelFamily& family_sm80() {
+  static const Sm80Family f;
+  return f;
+}
+
+}  // namespace flashjit

@@ -1,0 +1,39 @@
+#include "generator/generate.hpp"
+
+#include "generator/emit.hpp"
+#include "generator/family.hpp"
+#include "generator/resolve.hpp"
+
+namespace flashjit {
+
+KernelSource generate(const Config& c) {
+  Config r = resolve(c);
+  ArchInfo arch = config_arch(r);
+  return family(*r.tuning.family).emit(r, arch);
+}
+
+KernelSource generate_reference(const Config& c) {
+  // The reference depends on the problem only: family limits and tuning do not bind it.
+  Config p = c;
+  p.tuning = Tuning{};
+  auto issues = check_problem(p);
+  if (!issues.empty()) throw ConfigError(issues);
+
+  ArchInfo arch = config_arch(p);
+  KernelSource s;
+  std::string base = readable_name(p);
+  s.name = "ref" + base.substr(3);
+  s.arch = arch.name;
+  s.config = to_json(p);
+  s.launch.family = "reference";
+  s.launch.entry = emit::entry_symbol(s.name, canonical_json(p));
+  s.launch.threads = 128;
+  s.launch.block_m = 1;
+  s.launch.block_n = 128;
+  s.unit = emit::unit_header(s.name, p) + emit::traits_struct(p, {}) +
+           "#include \"common/reference.cuh\"\n\n" +
+           emit::entry_function(s.launch.entry, 128, 1, "flashjit::reference::attention");
+  return s;
+}
+
+}  // namespace flashjit

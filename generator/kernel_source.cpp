@@ -1,0 +1,25 @@
+#include "generator/kernel_source.hpp"
+
+namespace flashjit {
+
+nlohmann::json to_json(const LaunchInfo& l) {
+  return {{"family", l.family},       {"entry", l.entry},         {"threads", l.threads},
+          {"smem_bytes", l.smem_bytes}, {"block_m", l.block_m},   {"block_n", l.block_n},
+          {"cluster_m", l.cluster_m}, {"persistent", l.persistent}, {"uses_tma", l.uses_tma}};
+}
+
+LaunchInfo launch_info_from_json(const nlohmann::json& j) {
+  LaunchInfo l;
+  l.family = j.at("family").get<std::string>();
+  l.entry = j.at("entry").get<std::string>();
+  l.threads = j.at("threads").get<int>();
+  l.smem_bytes = j.at("smem_bytes").get<int>();
+  l.block_m = j.at("block_m").get<int>();
+  l.block_n = j.at("block_n").get<int>();
+  l.cluster_m = j.at("cluster_m").get<int>();
+  l.persistent = j.at("persistent").get<bool>();
+  l.uses_tma = j.at("uses_tma").get<bool>();
+  return l;
+}
+
+}  // namespace flashjit

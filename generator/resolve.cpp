@@ -1,0 +1,151 @@
+#include "generator/resolve.hpp"
+
+#include "generator/family.hpp"
+
+#include <algorithm>
+
+namespace flashjit {
+
+namespace {
+
+bool is_16bit(DType d) { return d == DType::bf16 || d == DType::fp16; }
+bool is_fp8(DType d) { return d == DType::e4m3 || d == DType::e5m2; }
+std::string quoted(const char* s) { return std::string("\"") + s + "\""; }
+std::string num(int v) { return std::to_string(v); }
+
+void check_common(const Config& c, std::vector<ConfigIssue>& out) {
+  auto bad = [&](std::string path, std::string value, std::string rule) {
+    out.push_back({std::move(path), std::move(value), std::move(rule)});
+  };
+  if (c.arch == "native")
+    bad("arch", quoted("native"), "\"native\" is resolved from the current GPU by the runtime; "
+        "name a target such as \"sm_90a\" here");
+  else if (!parse_arch(c.arch))
+    bad("arch", quoted(c.arch.c_str()),
+        "must be a CUDA target sm_XY, sm_XYa or sm_XYf with XY >= 80 (e.g. sm_80, sm_90a, sm_100a)");
+
+  const DTypes& d = c.dtype;
+  if (d.qkv == DType::fp32)
+    bad("dtype.qkv", quoted("fp32"), "tensor cores take 16-bit (bf16, fp16) or 8-bit (e4m3, e5m2) inputs");
+  if (!is_16bit(d.out))
+    bad("dtype.out", quoted(to_string(d.out)),
+        is_fp8(d.qkv) ? "fp8 inputs need a 16-bit output (bf16 or fp16)"
+                      : "must be a 16-bit type (bf16 or fp16)");
+
+  const HeadDims& h = c.head_dim;
+  if (h.qk < 16 || h.qk > 576 || h.qk % 16)
+    bad("head_dim.qk", num(h.qk), "must be a multiple of 16 between 16 and 576");
+  if (h.v < 16 || h.v > 512 || h.v % 16)
+    bad("head_dim.v", num(h.v), "must be a multiple of 16 between 16 and 512");
+  if (h.rope < 0 || h.rope % 16)
+    bad("head_dim.rope", num(h.rope), "must be 0 or a positive multiple of 16");
+  else if (h.rope > 0 && h.rope >= h.qk)
+    bad("head_dim.rope", num(h.rope), "rope columns are part of head_dim.qk, so rope < qk (qk = " +
+        num(h.qk) + ")");
+  if (d.rope) {
+    if (h.rope == 0)
+      bad("dtype.rope", quoted(to_string(*d.rope)), "set only when head_dim.rope > 0");
+    else if (!is_16bit(*d.rope) && *d.rope != d.qkv)
+      bad("dtype.rope", quoted(to_string(*d.rope)), "must be bf16, fp16, or the same as dtype.qkv");
+  }
+
+  if (c.group < 1 || c.group > 256)
+    bad("group", num(c.group), "query heads per KV head must be between 1 and 256");
+
+  const KvLayout& kv = c.kv_layout;
+  if (kv.paged) {
+    if (kv.page_size < 16 || (kv.page_size & (kv.page_size - 1)))
+      bad("kv_layout.page_size", num(kv.page_size),
+          "a paged KV cache needs a page size that is a power of two, at least 16");
+  } else if (kv.page_size != 0) {
+    bad("kv_layout.page_size", num(kv.page_size), "must be 0 unless kv_layout.paged is true");
+  }
+
+  const Scales& s = c.scales;
+  if (s.v == ScaleGranularity::per_token)
+    bad("scales.v", quoted("per_token"), "V takes a per_tensor or per_head scale");
+  bool per_token = s.q == ScaleGranularity::per_token || s.k == ScaleGranularity::per_token;
+  if (per_token && !d.scale)
+    bad("dtype.scale", "null", "per_token scales need dtype.scale (fp32 or bf16)");
+  if (d.scale) {
+    if (!per_token)
+      bad("dtype.scale", quoted(to_string(*d.scale)), "set only when scales.q or scales.k is per_token");
+    else if (*d.scale != DType::fp32 && *d.scale != DType::bf16)
+      bad("dtype.scale", quoted(to_string(*d.scale)), "must be fp32 or bf16");
+  }
+}
+
+// The family a config runs on: the one it names, or the fastest that implements it.
+Family choose_family(const Config& c, const ArchInfo& arch) {
+  if (c.tuning.family && *c.tuning.family != Family::automatic) return *c.tuning.family;
+  if (arch.has_wgmma() && !family_sm90().unsupported(c, arch)) return Family::sm90;
+  return Family::sm80;
+}
+
+}  // namespace
+
+ArchInfo config_arch(const Config& c) {
+  auto a = parse_arch(c.arch);
+  if (!a) throw ConfigError(check_problem(c));
+  return *a;
+}
+
+std::vector<ConfigIssue> check_problem(const Config& c) {
+  std::vector<ConfigIssue> issues;
+  check_common(c, issues);
+  return issues;
+}
+
+std::vector<ConfigIssue> check_config(const Config& c) {
+  std::vector<ConfigIssue> issues = check_problem(c);
+  if (!issues.empty()) return issues;  // family rules assume the common rules hold
+
+  ArchInfo arch = *parse_arch(c.arch);
+  Family f = choose_family(c, arch);
+  if (f == Family::sm100) {
+    issues.push_back({"tuning.family", quoted("sm100"),
+                      "the sm100 (tcgen05) family is not available yet; use sm80 or auto"});
+    return issues;
+  }
+  const KernelFamily& fam = family(f);
+  if (auto why = fam.unsupported(c, arch)) {
+    issues.push_back(*why);
+    return issues;
+  }
+  Config r = c;
+  r.tuning.family = f;
+  fam.resolve_tuning(r, arch);
+  fam.check_tuning(r, arch, issues);
+  return issues;
+}
+
+Config resolve(const Config& c) {
+  auto issues = check_config(c);
+  if (!issues.empty()) throw ConfigError(std::move(issues));
+  ArchInfo arch = *parse_arch(c.arch);
+  Config r = c;
+  r.tuning.family = choose_family(c, arch);
+  family(*r.tuning.family).resolve_tuning(r, arch);
+  return r;
+}
+
+std::string readable_name(const Config& r) {
+  std::string arch = r.arch;
+  arch.erase(std::remove(arch.begin(), arch.end(), '_'), arch.end());
+  std::string n = "fwd_" + arch + "_" + to_string(r.dtype.qkv) + "_d" + num(r.head_dim.qk);
+  if (r.head_dim.v != r.head_dim.qk) n += "v" + num(r.head_dim.v);
+  if (r.head_dim.rope) n += "r" + num(r.head_dim.rope);
+  if (r.dtype.out != r.dtype.qkv) n += std::string("_o") + to_string(r.dtype.out);
+  n += std::string("_") + to_string(r.mask);
+  if (r.group > 1) n += "_g" + num(r.group);
+  if (r.varlen) n += "_varlen";
+  if (r.kv_layout.paged) n += "_paged" + num(r.kv_layout.page_size);
+  if (r.scales.any()) n += "_scaled";
+  if (r.lse) n += "_lse";
+  const Tuning& t = r.tuning;
+  if (t.family) n += std::string("_") + to_string(*t.family);
+  if (t.BM && t.BN) n += "_bm" + num(*t.BM) + "_bn" + num(*t.BN);
+  return n;
+}
+
+}  // namespace flashjit
