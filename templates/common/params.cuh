@@ -1,0 +1,72 @@
+// The kernel ABI: one struct passed by value (as a __grid_constant__ parameter) to every flashjit
+// kernel. Included by the device templates and by the host runtime, so it is plain C++ with no
+// CUDA headers. Strides are in elements. Layout of a non-ragged tensor element (b, s, h, d):
+//   base + b*batch_stride + s*row_stride + h*head_stride + d        (d is contiguous)
+// Ragged (varlen) tensors pack sequences along the row axis: row = cu_seqlens[b] + s.
+#pragma once
+
+namespace flashjit {
+
+// A CUtensorMap (128 bytes, 64-byte aligned) without including cuda.h.
+struct alignas(64) TmaDescriptor {
+  unsigned long long opaque[16];
+};
+
+struct TensorArg {
+  const void* ptr;
+  long long batch_stride;
+  long long row_stride;
+  long long head_stride;
+};
+
+struct AttentionParams {
+  // sm90 family: TMA descriptors for Q, K, V, O (and the rope parts). Zero for other families.
+  TmaDescriptor tma_q;
+  TmaDescriptor tma_k;
+  TmaDescriptor tma_v;
+  TmaDescriptor tma_o;
+  TmaDescriptor tma_q_rope;
+  TmaDescriptor tma_k_rope;
+
+  TensorArg q;       // [B, Sq, Hq, d_nope]  (rope columns excluded when head_dim.rope > 0)
+  TensorArg k;       // [B, Sk, Hk, d_nope]
+  TensorArg v;       // [B, Sk, Hk, d_v]
+  TensorArg o;       // [B, Sq, Hq, d_v]     written
+  TensorArg q_rope;  // [B, Sq, Hq, d_rope]  only when head_dim.rope > 0
+  TensorArg k_rope;  // [B, Sk, Hk, d_rope]
+
+  // Log-sum-exp of each query row in natural log, fp32 (outputs.lse). Element (b, h, s) at
+  // lse + b*lse_batch_stride + h*lse_head_stride + s; ragged: lse + h*lse_head_stride + row.
+  float* lse;
+  long long lse_batch_stride;
+  long long lse_head_stride;
+
+  // Quantisation scales (scales.q/k/v): per_tensor [1], per_head [H], per_token laid out like lse
+  // (with the head count of the tensor they scale).
+  const float* q_scale;
+  const float* k_scale;
+  const float* v_scale;
+
+  const int* cu_seqlens_q;  // varlen: batch + 1 row offsets
+  const int* cu_seqlens_k;
+
+  int batch;
+  int seqlen_q;  // varlen: max_seqlen_q
+  int seqlen_k;  // varlen: max_seqlen_k
+  int heads_q;
+  int heads_k;
+  int window_left;   // sliding_window: keys j with  i' - left <= j <= i' + right  are visible,
+  int window_right;  // where i' = i + seqlen_k - seqlen_q (bottom-right aligned, as causal)
+  float softmax_scale;
+  float softmax_scale_log2;  // softmax_scale * log2(e)
+
+  // Scheduling: tiles along M per (batch, head), and the persistent grid's work counter.
+  int num_m_blocks;
+  int total_tiles;
+  // Persistent longest-first order: heads are visited in groups of this many (batch, head) pairs
+  // whose K/V fit in L2 together; within a group the longest m blocks come first.
+  int lpt_group;
+  int* tile_counter;
+};
+
+}  // namespace flashjit

@@ -1,0 +1,108 @@
+// The reference: plain fp32 attention, one CTA per query row, written for clarity rather than
+// speed. The GPU tests compare every fast kernel against it. It reads the same AttentionParams
+// (strides, ragged batches, masks, GQA, rope tensors) and writes fp32 O and the LSE.
+#pragma once
+
+#include "common/mask.cuh"
+#include "common/params.cuh"
+#include "common/seqinfo.cuh"
+#include "common/types.cuh"
+
+namespace flashjit::reference {
+
+constexpr int kThreads = 128;
+
+__device__ __forceinline__ float block_reduce(float v, float* scratch, bool is_max) {
+  for (int o = 16; o > 0; o >>= 1) {
+    float w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, w) : v + w;
+  }
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = scratch[0];
+  for (int w = 1; w < kThreads / 32; ++w) v = is_max ? fmaxf(v, scratch[w]) : v + scratch[w];
+  return v;
+}
+
+template <class T>
+__device__ void attention(const AttentionParams& p) {
+  using Element = typename T::Element;
+  using RopeElement = typename T::RopeElement;
+  constexpr int kNope = T::kHeadDimQK - T::kHeadDimRope;
+  constexpr int kVPerThread = ceil_div(T::kHeadDimV, kThreads);
+
+  __shared__ float q_row[T::kHeadDimQK];
+  __shared__ float probs[kThreads];
+  __shared__ float scratch[kThreads / 32];
+
+  const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const SeqInfo s = SeqInfo::make<T::kVarlen>(p, b);
+  if (i >= s.seqlen_q) return;
+  const int hk = h / T::kGroup;
+
+  const Element* q = static_cast<const Element*>(p.q.ptr) +
+                     SeqInfo::offset<T::kVarlen>(p.q, b, s.q_start, i, h);
+  for (int d = threadIdx.x; d < kNope; d += kThreads) q_row[d] = to_float(q[d]);
+  if constexpr (T::kHeadDimRope > 0) {
+    const RopeElement* qr = static_cast<const RopeElement*>(p.q_rope.ptr) +
+                            SeqInfo::offset<T::kVarlen>(p.q_rope, b, s.q_start, i, h);
+    for (int d = threadIdx.x; d < T::kHeadDimRope; d += kThreads) q_row[kNope + d] = to_float(qr[d]);
+  }
+  __syncthreads();
+
+  const AttentionMask<T::kMask> mask{s.seqlen_q, s.seqlen_k, p.window_left, p.window_right};
+  const int lo = mask.col_lo(i), hi = mask.col_hi(i);
+  const Element* k = static_cast<const Element*>(p.k.ptr);
+  const Element* v = static_cast<const Element*>(p.v.ptr);
+
+  float m = neg_inf(), l = 0.f;
+  float acc[kVPerThread];
+  for (int e = 0; e < kVPerThread; ++e) acc[e] = 0.f;
+
+  for (int j0 = lo; j0 < hi; j0 += kThreads) {
+    const int j = j0 + threadIdx.x;
+    float score = neg_inf();
+    if (j < hi) {
+      const Element* kr = k + SeqInfo::offset<T::kVarlen>(p.k, b, s.k_start, j, hk);
+      float dot = 0.f;
+      for (int d = 0; d < kNope; ++d) dot += q_row[d] * to_float(kr[d]);
+      if constexpr (T::kHeadDimRope > 0) {
+        const RopeElement* krr = static_cast<const RopeElement*>(p.k_rope.ptr) +
+                                 SeqInfo::offset<T::kVarlen>(p.k_rope, b, s.k_start, j, hk);
+        for (int d = 0; d < T::kHeadDimRope; ++d) dot += q_row[kNope + d] * to_float(krr[d]);
+      }
+      score = dot * p.softmax_scale;
+    }
+    const float m_new = fmaxf(m, block_reduce(score, scratch, true));
+    const float correction = m == neg_inf() ? 0.f : expf(m - m_new);
+    const float prob = j < hi ? expf(score - m_new) : 0.f;
+    l = l * correction + block_reduce(prob, scratch, false);
+    probs[threadIdx.x] = prob;
+    __syncthreads();
+    const int count = cmin(kThreads, hi - j0);
+    for (int e = 0; e < kVPerThread; ++e) {
+      const int d = threadIdx.x + e * kThreads;
+      if (d >= T::kHeadDimV) break;
+      float a = acc[e] * correction;
+      for (int t = 0; t < count; ++t)
+        a += probs[t] * to_float(v[SeqInfo::offset<T::kVarlen>(p.v, b, s.k_start, j0 + t, hk) + d]);
+      acc[e] = a;
+    }
+    m = m_new;
+    __syncthreads();
+  }
+
+  float* o = static_cast<float*>(const_cast<void*>(p.o.ptr)) +
+             SeqInfo::offset<T::kVarlen>(p.o, b, s.q_start, i, h);
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  for (int e = 0; e < kVPerThread; ++e) {
+    const int d = threadIdx.x + e * kThreads;
+    if (d < T::kHeadDimV) o[d] = acc[e] * inv;
+  }
+  if (p.lse != nullptr && threadIdx.x == 0)
+    p.lse[lse_offset<T::kVarlen>(p, b, h, s.q_start, i)] = l > 0.f ? m + logf(l) : neg_inf();
+}
+
+}  // namespace flashjit::reference

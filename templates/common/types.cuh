@@ -1,0 +1,69 @@
+// Numeric types and conversions for device code. NVRTC is run without CUDA headers (faster, and no
+// dependency on a toolkit include directory at run time), so 16-bit types are bit containers and
+// conversions are single PTX instructions.
+#pragma once
+
+namespace flashjit {
+
+using u8 = unsigned char;
+using u16 = unsigned short;
+using u32 = unsigned int;
+using u64 = unsigned long long;
+using i64 = long long;
+
+struct bf16_t { u16 bits; };
+struct fp16_t { u16 bits; };
+
+enum class MaskKind { kNone, kCausal, kSlidingWindow };
+enum class ScaleKind { kNone, kPerTensor, kPerHead, kPerToken };
+
+// Two floats -> one register holding two 16-bit values, `lo` in the low half.
+template <class T> __device__ __forceinline__ u32 pack2(float lo, float hi);
+template <> __device__ __forceinline__ u32 pack2<bf16_t>(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <> __device__ __forceinline__ u32 pack2<fp16_t>(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+__device__ __forceinline__ float to_float(bf16_t x) { return __uint_as_float(u32(x.bits) << 16); }
+__device__ __forceinline__ float to_float(fp16_t x) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
+  return f;
+}
+__device__ __forceinline__ float to_float(float x) { return x; }
+
+template <class T> __device__ __forceinline__ T from_float(float f);
+template <> __device__ __forceinline__ bf16_t from_float<bf16_t>(float f) {
+  u16 b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return bf16_t{b};
+}
+template <> __device__ __forceinline__ fp16_t from_float<fp16_t>(float f) {
+  u16 b;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return fp16_t{b};
+}
+template <> __device__ __forceinline__ float from_float<float>(float f) { return f; }
+
+// 2^x on the SFU; inputs of -inf give +0.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+template <class T> __host__ __device__ constexpr T ceil_div(T a, T b) { return (a + b - 1) / b; }
+template <class T> __host__ __device__ constexpr T cmin(T a, T b) { return a < b ? a : b; }
+template <class T> __host__ __device__ constexpr T cmax(T a, T b) { return a > b ? a : b; }
+
+}  // namespace flashjit
