@@ -1,0 +1,97 @@
+// flashjit's public C++ API.
+//
+//   auto kernel = flashjit::get_kernel(flashjit::load_config_file("attn.json"));
+//   flashjit::AttentionArgs args;
+//   args.q = flashjit::Tensor::bshd(q, seqlen_q, heads_q, 128);  ... k, v, o
+//   args.batch = B; args.seqlen_q = Sq; args.seqlen_k = Sk; args.heads_q = Hq; args.heads_k = Hk;
+//   kernel->launch(args, stream);
+//
+// get_kernel generates, compiles (or loads from the disk cache) and loads the kernel for the
+// current CUDA context, once per process; later calls cost a hash-map lookup. Holding the
+// returned pointer and calling launch() is the fastest path.
+#pragma once
+
+#include "cache/log.hpp"
+#include "generator/config.hpp"
+#include "generator/kernel_source.hpp"
+#include "runtime/artifact.hpp"
+#include "runtime/driver.hpp"  // gpu_available(), DriverError, NoDeviceError
+#include "runtime/ptxas_report.hpp"
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace flashjit {
+
+// A bad launch argument; the message names the argument and the rule.
+class ArgumentError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// One tensor argument: a device pointer and the element strides of its batch, row (sequence)
+// and head axes. The head-dim axis is contiguous. Ragged tensors ignore batch_stride.
+struct Tensor {
+  const void* data = nullptr;
+  int64_t batch_stride = 0;
+  int64_t row_stride = 0;
+  int64_t head_stride = 0;
+
+  static Tensor bshd(const void* data, int64_t seqlen, int64_t heads, int64_t dim);  // [B, S, H, D]
+  static Tensor bhsd(const void* data, int64_t seqlen, int64_t heads, int64_t dim);  // [B, H, S, D]
+  static Tensor packed(const void* data, int64_t heads, int64_t dim);  // ragged [total, H, D]
+};
+
+struct AttentionArgs {
+  Tensor q, k, v, o;
+  Tensor q_rope, k_rope;  // the rope columns, when head_dim.rope > 0
+  // LSE (fp32, natural log), required iff outputs.lse: element (b, h, s) at
+  // lse[b*lse_batch_stride + h*lse_head_stride + s]; ragged: lse[h*lse_head_stride + row].
+  // Negative strides select the contiguous default ([B, Hq, Sq], ragged [Hq, total_q]).
+  float* lse = nullptr;
+  int64_t lse_batch_stride = -1;
+  int64_t lse_head_stride = -1;
+
+  int batch = 1;
+  int seqlen_q = 0;  // ragged: the longest sequence
+  int seqlen_k = 0;
+  int heads_q = 0;
+  int heads_k = 0;
+
+  // Ragged batches (config varlen): device arrays of batch + 1 row offsets, and the total rows.
+  const int* cu_seqlens_q = nullptr;
+  const int* cu_seqlens_k = nullptr;
+  int total_q = 0;
+  int total_k = 0;
+
+  float softmax_scale = 0.f;  // 0: 1/sqrt(head_dim.qk)
+  int window_left = -1;       // sliding_window: keys i'-left .. i'+right; -1 = unbounded
+  int window_right = -1;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual const Config& config() const = 0;  // resolved
+  virtual const Artifact& artifact() const = 0;
+  const std::string& name() const { return artifact().name; }
+  const LaunchInfo& launch_info() const { return artifact().launch; }
+  const PtxasReport& ptxas() const { return artifact().ptxas; }
+  // Validates `args` against the config (throws ArgumentError) and launches on `stream`.
+  virtual void launch(const AttentionArgs& args, CUstream stream = nullptr) const = 0;
+};
+
+// The fast kernel for `config` on the current device ("arch": "native" is resolved there).
+std::shared_ptr<const Kernel> get_kernel(const Config& config);
+// The fp32 reference kernel for the same problem: writes fp32 O (args.o) and the LSE.
+std::shared_ptr<const Kernel> get_reference_kernel(const Config& config);
+
+// Builds (or finds in the cache) the kernel for `config` without a GPU. arch "native" is an
+// error here; name the target.
+Artifact build(const Config& config);
+
+}  // namespace flashjit

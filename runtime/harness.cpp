@@ -1,0 +1,392 @@
+#include "runtime/harness.hpp"
+
+#include "runtime/driver.hpp"
+#include "runtime/host_half.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+namespace flashjit {
+
+namespace {
+
+uint16_t to_16(float f, DType d) { return d == DType::bf16 ? float_to_bf16(f) : float_to_fp16(f); }
+float from_16(uint16_t h, DType d) { return d == DType::bf16 ? bf16_to_float(h) : fp16_to_float(h); }
+
+// splitmix64: fast, seedable, good enough for test data.
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  float uniform() { return float(next() >> 40) * (1.0f / 16777216.0f); }
+  // Approximately N(0, 1): a sum of four uniforms, rescaled.
+  float normal() { return (uniform() + uniform() + uniform() + uniform() - 2.f) * 1.7320508f; }
+};
+
+}  // namespace
+
+std::string ProblemShape::describe() const {
+  std::ostringstream s;
+  s << "B=" << batch << " Hq=" << heads_q << " Hk=" << heads_k;
+  if (!seqlens_q.empty()) {
+    s << " ragged q=[";
+    for (size_t i = 0; i < seqlens_q.size(); ++i) s << (i ? "," : "") << seqlens_q[i];
+    s << "] k=[";
+    for (size_t i = 0; i < seqlens_k.size(); ++i) s << (i ? "," : "") << seqlens_k[i];
+    s << "]";
+  } else {
+    s << " Sq=" << seqlen_q << " Sk=" << seqlen_k << (layout == Layout::bhsd ? " bhsd" : " bshd");
+  }
+  if (window_left >= 0 || window_right >= 0) s << " window=(" << window_left << "," << window_right << ")";
+  return s.str();
+}
+
+struct DeviceProblem::Buffer {
+  CUdeviceptr ptr = 0;
+};
+
+CUdeviceptr DeviceProblem::alloc(size_t bytes) {
+  CUdeviceptr p = 0;
+  FLASHJIT_CU(driver().cuMemAlloc(&p, std::max<size_t>(bytes, 256)));
+  buffers_.push_back(new Buffer{p});
+  return p;
+}
+
+DeviceProblem::DeviceProblem(const Config& config, const ProblemShape& shape, uint64_t seed)
+    : config_(config), shape_(shape) {
+  if (config.varlen) {
+    if (shape.seqlens_q.size() != size_t(shape.batch) || shape.seqlens_k.size() != size_t(shape.batch))
+      throw ArgumentError("ragged problem: seqlens_q/seqlens_k need one length per batch entry");
+    for (int b = 0; b < shape.batch; ++b) {
+      rows_q_ += shape.seqlens_q[b];
+      rows_k_ += shape.seqlens_k[b];
+    }
+    shape_.seqlen_q = *std::max_element(shape.seqlens_q.begin(), shape.seqlens_q.end());
+    shape_.seqlen_k = *std::max_element(shape.seqlens_k.begin(), shape.seqlens_k.end());
+  } else {
+    rows_q_ = shape.batch * shape.seqlen_q;
+    rows_k_ = shape.batch * shape.seqlen_k;
+  }
+  const HeadDims& h = config.head_dim;
+  const size_t e = 2;
+  q_ = alloc(size_t(rows_q_) * shape.heads_q * h.nope() * e);
+  k_ = alloc(size_t(rows_k_) * shape.heads_k * h.nope() * e);
+  v_ = alloc(size_t(rows_k_) * shape.heads_k * h.v * e);
+  if (h.rope) {
+    q_rope_ = alloc(size_t(rows_q_) * shape.heads_q * h.rope * e);
+    k_rope_ = alloc(size_t(rows_k_) * shape.heads_k * h.rope * e);
+  }
+  o_ = alloc(size_t(rows_q_) * shape.heads_q * h.v * dtype_bytes(config.dtype.out));
+  o_ref_ = alloc(size_t(rows_q_) * shape.heads_q * h.v * 4);
+  lse_ = alloc(size_t(rows_q_) * shape.heads_q * 4);
+  lse_ref_ = alloc(size_t(rows_q_) * shape.heads_q * 4);
+  if (config.varlen) {
+    std::vector<int> cq(shape.batch + 1, 0), ck(shape.batch + 1, 0);
+    for (int b = 0; b < shape.batch; ++b) {
+      cq[b + 1] = cq[b] + shape.seqlens_q[b];
+      ck[b + 1] = ck[b] + shape.seqlens_k[b];
+    }
+    cu_q_ = alloc(cq.size() * 4);
+    cu_k_ = alloc(ck.size() * 4);
+    FLASHJIT_CU(driver().cuMemcpyHtoD(cu_q_, cq.data(), cq.size() * 4));
+    FLASHJIT_CU(driver().cuMemcpyHtoD(cu_k_, ck.data(), ck.size() * 4));
+  }
+  upload_inputs(seed);
+}
+
+DeviceProblem::~DeviceProblem() {
+  for (Buffer* b : buffers_) {
+    if (gpu_available()) driver().cuMemFree(b->ptr);
+    delete b;
+  }
+}
+
+void DeviceProblem::refill(uint64_t seed) { upload_inputs(seed); }
+
+// Device tensors are stored [B, S, H, D] / [B, H, S, D] / packed [total, H, D]; host copies are
+// [rows][heads][dim] with rows = b * S + s (or the packed row).
+void DeviceProblem::upload_inputs(uint64_t seed) {
+  Rng rng{seed * 0x2545f4914f6cdd1dull + 1};
+  const HeadDims& h = config_.head_dim;
+  const DType dt = config_.dtype.qkv;
+  auto fill = [&](CUdeviceptr dst, int rows, int heads, int dim, int host_dim, int host_offset,
+                  std::vector<float>& host, bool is_q) {
+    std::vector<uint16_t> dev(size_t(rows) * heads * dim);
+    const int seqlen = is_q ? shape_.seqlen_q : shape_.seqlen_k;
+    for (int r = 0; r < rows; ++r)
+      for (int hh = 0; hh < heads; ++hh)
+        for (int d = 0; d < dim; ++d) {
+          uint16_t bits = to_16(rng.normal(), dt);
+          host[(size_t(r) * heads + hh) * host_dim + host_offset + d] = from_16(bits, dt);
+          size_t idx;
+          if (!config_.varlen && shape_.layout == Layout::bhsd) {
+            int b = r / seqlen, s = r % seqlen;
+            idx = ((size_t(b) * heads + hh) * seqlen + s) * dim + d;
+          } else {
+            idx = (size_t(r) * heads + hh) * dim + d;
+          }
+          dev[idx] = bits;
+        }
+    FLASHJIT_CU(driver().cuMemcpyHtoD(dst, dev.data(), dev.size() * 2));
+  };
+  hq_.assign(size_t(rows_q_) * shape_.heads_q * h.qk, 0.f);
+  hk_.assign(size_t(rows_k_) * shape_.heads_k * h.qk, 0.f);
+  hv_.assign(size_t(rows_k_) * shape_.heads_k * h.v, 0.f);
+  fill(q_, rows_q_, shape_.heads_q, h.nope(), h.qk, 0, hq_, true);
+  fill(k_, rows_k_, shape_.heads_k, h.nope(), h.qk, 0, hk_, false);
+  fill(v_, rows_k_, shape_.heads_k, h.v, h.v, 0, hv_, false);
+  if (h.rope) {
+    fill(q_rope_, rows_q_, shape_.heads_q, h.rope, h.qk, h.nope(), hq_, true);
+    fill(k_rope_, rows_k_, shape_.heads_k, h.rope, h.qk, h.nope(), hk_, false);
+  }
+}
+
+Tensor DeviceProblem::tensor(CUdeviceptr p, bool is_q, int dim) const {
+  const void* ptr = reinterpret_cast<const void*>(p);
+  const int heads = is_q ? shape_.heads_q : shape_.heads_k;
+  if (config_.varlen) return Tensor::packed(ptr, heads, dim);
+  const int seqlen = is_q ? shape_.seqlen_q : shape_.seqlen_k;
+  return shape_.layout == Layout::bhsd ? Tensor::bhsd(ptr, seqlen, heads, dim)
+                                       : Tensor::bshd(ptr, seqlen, heads, dim);
+}
+
+AttentionArgs DeviceProblem::args() const {
+  const HeadDims& h = config_.head_dim;
+  AttentionArgs a;
+  a.q = tensor(q_, true, h.nope());
+  a.k = tensor(k_, false, h.nope());
+  a.v = tensor(v_, false, h.v);
+  a.o = tensor(o_, true, h.v);
+  if (h.rope) {
+    a.q_rope = tensor(q_rope_, true, h.rope);
+    a.k_rope = tensor(k_rope_, false, h.rope);
+  }
+  if (config_.lse) a.lse = reinterpret_cast<float*>(lse_);
+  a.batch = shape_.batch;
+  a.seqlen_q = shape_.seqlen_q;
+  a.seqlen_k = shape_.seqlen_k;
+  a.heads_q = shape_.heads_q;
+  a.heads_k = shape_.heads_k;
+  if (config_.varlen) {
+    a.cu_seqlens_q = reinterpret_cast<const int*>(cu_q_);
+    a.cu_seqlens_k = reinterpret_cast<const int*>(cu_k_);
+    a.total_q = rows_q_;
+    a.total_k = rows_k_;
+  }
+  a.window_left = shape_.window_left;
+  a.window_right = shape_.window_right;
+  a.softmax_scale = shape_.softmax_scale;
+  return a;
+}
+
+AttentionArgs DeviceProblem::reference_args() const {
+  AttentionArgs a = args();
+  a.o = tensor(o_ref_, true, config_.head_dim.v);
+  a.lse = reinterpret_cast<float*>(lse_ref_);
+  return a;
+}
+
+void DeviceProblem::poison_outputs(CUstream) const {
+  const DriverApi& d = driver();
+  FLASHJIT_CU(d.cuMemsetD8(o_, 0xff, size_t(rows_q_) * shape_.heads_q * config_.head_dim.v *
+                                         dtype_bytes(config_.dtype.out)));
+  FLASHJIT_CU(d.cuMemsetD8(lse_, 0xff, size_t(rows_q_) * shape_.heads_q * 4));
+}
+
+size_t DeviceProblem::output_elements() const {
+  return size_t(rows_q_) * shape_.heads_q * config_.head_dim.v;
+}
+
+std::vector<float> DeviceProblem::output() const {
+  std::vector<uint16_t> raw(output_elements());
+  FLASHJIT_CU(driver().cuMemcpyDtoH(raw.data(), o_, raw.size() * 2));
+  std::vector<float> out(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) out[i] = from_16(raw[i], config_.dtype.out);
+  return out;
+}
+
+std::vector<float> DeviceProblem::reference_output() const {
+  std::vector<float> out(output_elements());
+  FLASHJIT_CU(driver().cuMemcpyDtoH(out.data(), o_ref_, out.size() * 4));
+  return out;
+}
+
+std::vector<float> DeviceProblem::lse() const {
+  std::vector<float> out(size_t(rows_q_) * shape_.heads_q);
+  FLASHJIT_CU(driver().cuMemcpyDtoH(out.data(), lse_, out.size() * 4));
+  return out;
+}
+
+std::vector<float> DeviceProblem::reference_lse() const {
+  std::vector<float> out(size_t(rows_q_) * shape_.heads_q);
+  FLASHJIT_CU(driver().cuMemcpyDtoH(out.data(), lse_ref_, out.size() * 4));
+  return out;
+}
+
+double tolerance_for(DType qkv) { return qkv == DType::fp16 ? 3e-3 : 1e-2; }
+
+std::string CheckResult::summary() const {
+  std::ostringstream s;
+  s << (passed ? "PASS" : "FAIL") << " rel_error=" << rel_error << " (tolerance " << tolerance
+    << ") max_abs=" << max_abs_error << " lse_max_error=" << lse_max_error
+    << " nonfinite=" << nonfinite;
+  return s.str();
+}
+
+CheckResult check_against_reference(const Kernel& kernel, const Config& config,
+                                    DeviceProblem& problem, CUstream stream) {
+  auto reference = get_reference_kernel(config);
+  problem.poison_outputs(stream);
+  reference->launch(problem.reference_args(), stream);
+  kernel.launch(problem.args(), stream);
+  FLASHJIT_CU(driver().cuStreamSynchronize(stream));
+
+  CheckResult r;
+  r.tolerance = tolerance_for(config.dtype.qkv);
+  const auto out = problem.output();
+  const auto ref = problem.reference_output();
+  double diff2 = 0, ref2 = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!std::isfinite(out[i])) {
+      ++r.nonfinite;
+      continue;
+    }
+    const double d = double(out[i]) - double(ref[i]);
+    diff2 += d * d;
+    ref2 += double(ref[i]) * double(ref[i]);
+    r.max_abs_error = std::max(r.max_abs_error, std::fabs(d));
+  }
+  r.rel_error = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+  if (config.lse) {
+    const auto l = problem.lse();
+    const auto lr = problem.reference_lse();
+    for (size_t i = 0; i < l.size(); ++i) {
+      if (std::isnan(l[i])) {
+        r.lse_max_error = std::numeric_limits<double>::infinity();
+      } else if (std::isinf(lr[i]) || std::isinf(l[i])) {
+        if (l[i] != lr[i]) r.lse_max_error = std::numeric_limits<double>::infinity();
+      } else {
+        r.lse_max_error = std::max(r.lse_max_error, std::fabs(double(l[i]) - double(lr[i])));
+      }
+    }
+  }
+  r.passed = r.nonfinite == 0 && r.rel_error <= r.tolerance && r.lse_max_error <= 1e-2;
+  return r;
+}
+
+void cpu_reference(const Config& c, const ProblemShape& shape, const std::vector<float>& q,
+                   const std::vector<float>& k, const std::vector<float>& v,
+                   std::vector<double>& o, std::vector<double>& lse) {
+  const int dqk = c.head_dim.qk, dv = c.head_dim.v, hq = shape.heads_q, hk = shape.heads_k;
+  const double scale = shape.softmax_scale > 0 ? shape.softmax_scale : 1.0 / std::sqrt(double(dqk));
+  int rows_q = 0;
+  std::vector<int> sq, sk, oq, ok;
+  for (int b = 0; b < shape.batch; ++b) {
+    int lq = c.varlen ? shape.seqlens_q[b] : shape.seqlen_q;
+    int lk = c.varlen ? shape.seqlens_k[b] : shape.seqlen_k;
+    oq.push_back(rows_q);
+    ok.push_back(b == 0 ? 0 : ok.back() + sk.back());
+    sq.push_back(lq);
+    sk.push_back(lk);
+    rows_q += lq;
+  }
+  const size_t rows_total = size_t(rows_q);
+  o.assign(size_t(rows_q) * hq * dv, 0.0);
+  lse.assign(size_t(rows_q) * hq, -std::numeric_limits<double>::infinity());
+  for (int b = 0; b < shape.batch; ++b)
+    for (int h = 0; h < hq; ++h) {
+      const int kh = h / (hq / hk);
+      for (int i = 0; i < sq[b]; ++i) {
+        const int shift = sk[b] - sq[b];
+        int lo = 0, hi = sk[b];
+        if (c.mask == Mask::causal) hi = std::min(hi, i + shift + 1);
+        if (c.mask == Mask::sliding_window) {
+          if (shape.window_right >= 0) hi = std::min(hi, i + shift + shape.window_right + 1);
+          if (shape.window_left >= 0) lo = std::max(0, i + shift - shape.window_left);
+        }
+        const size_t qrow = size_t(oq[b] + i);
+        std::vector<double> s;
+        double m = -std::numeric_limits<double>::infinity();
+        for (int j = lo; j < hi; ++j) {
+          double dot = 0;
+          for (int d = 0; d < dqk; ++d)
+            dot += double(q[(qrow * hq + h) * dqk + d]) * double(k[(size_t(ok[b] + j) * hk + kh) * dqk + d]);
+          s.push_back(dot * scale);
+          m = std::max(m, s.back());
+        }
+        if (s.empty()) continue;
+        double l = 0;
+        for (double& x : s) l += (x = std::exp(x - m));
+        for (int d = 0; d < dv; ++d) {
+          double acc = 0;
+          for (int j = lo; j < hi; ++j) acc += s[j - lo] * double(v[(size_t(ok[b] + j) * hk + kh) * dv + d]);
+          o[(qrow * hq + h) * dv + d] = acc / l;
+        }
+        // The device's default LSE layout: [b][h][s], ragged [h][total_q].
+        const size_t li = c.varlen ? size_t(h) * rows_total + qrow
+                                   : (size_t(b) * hq + h) * sq[b] + i;
+        lse[li] = m + std::log(l);
+      }
+    }
+}
+
+Timing time_kernel(const Kernel& kernel, const std::vector<DeviceProblem*>& problems, int warmup,
+                   int iters, CUstream stream) {
+  const DriverApi& d = driver();
+  std::vector<AttentionArgs> args;
+  for (auto* p : problems) args.push_back(p->args());
+  for (int i = 0; i < warmup; ++i) kernel.launch(args[i % args.size()], stream);
+  CUevent start, stop;
+  FLASHJIT_CU(d.cuEventCreate(&start, CU_EVENT_DEFAULT));
+  FLASHJIT_CU(d.cuEventCreate(&stop, CU_EVENT_DEFAULT));
+  Timing t;
+  for (int i = 0; i < iters; ++i) {
+    FLASHJIT_CU(d.cuEventRecord(start, stream));
+    kernel.launch(args[i % args.size()], stream);
+    FLASHJIT_CU(d.cuEventRecord(stop, stream));
+    FLASHJIT_CU(d.cuEventSynchronize(stop));
+    float ms = 0;
+    FLASHJIT_CU(d.cuEventElapsedTime(&ms, start, stop));
+    t.samples_ms.push_back(ms);
+  }
+  d.cuEventDestroy(start);
+  d.cuEventDestroy(stop);
+  std::vector<double> s = t.samples_ms;
+  std::sort(s.begin(), s.end());
+  t.median_ms = s[s.size() / 2];
+  t.min_ms = s.front();
+  return t;
+}
+
+double attention_flops(const Config& c, const ProblemShape& shape) {
+  const double d = 0.5 * (c.head_dim.qk + c.head_dim.v);
+  double pairs = 0;
+  for (int b = 0; b < shape.batch; ++b) {
+    const double sq = c.varlen ? shape.seqlens_q[b] : shape.seqlen_q;
+    const double sk = c.varlen ? shape.seqlens_k[b] : shape.seqlen_k;
+    if (c.mask == Mask::none) {
+      pairs += sq * sk;
+    } else if (c.mask == Mask::causal) {
+      pairs += sq * sk / 2;  // the FlashAttention convention
+    } else {
+      // Visible pairs of the window, counted row by row.
+      const int shift = int(sk - sq);
+      for (int i = 0; i < int(sq); ++i) {
+        int hi = int(sk), lo = 0;
+        if (shape.window_right >= 0) hi = std::min(hi, i + shift + shape.window_right + 1);
+        if (shape.window_left >= 0) lo = std::max(0, i + shift - shape.window_left);
+        pairs += std::max(0, hi - lo);
+      }
+    }
+  }
+  return 4.0 * shape.heads_q * d * pairs;
+}
+
+}  // namespace flashjit

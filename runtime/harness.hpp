@@ -1,0 +1,109 @@
+// Random problems on the GPU, checks against the reference kernel, and timing: the machinery
+// behind `flashjit run --check`, the GPU tests and the benchmarks. Inputs are fresh random
+// values (never zeros); outputs are poisoned (NaN) before every launch so unwritten elements fail.
+#pragma once
+
+#include "runtime/flashjit.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flashjit {
+
+enum class Layout { bshd, bhsd };
+
+struct ProblemShape {
+  int batch = 1;
+  int seqlen_q = 128;  // ragged: ignored (taken from seqlens_q)
+  int seqlen_k = 128;
+  int heads_q = 8;
+  int heads_k = 8;
+  std::vector<int> seqlens_q;  // ragged batches: one length per batch entry
+  std::vector<int> seqlens_k;
+  Layout layout = Layout::bshd;  // ragged tensors are always packed [total, H, D]
+  int window_left = -1;
+  int window_right = -1;
+  float softmax_scale = 0.f;
+  std::string describe() const;
+};
+
+// Device buffers of one problem for one resolved config.
+class DeviceProblem {
+ public:
+  DeviceProblem(const Config& config, const ProblemShape& shape, uint64_t seed);
+  ~DeviceProblem();
+  DeviceProblem(const DeviceProblem&) = delete;
+  DeviceProblem& operator=(const DeviceProblem&) = delete;
+
+  AttentionArgs args() const;            // for the fast kernel (o in the config's out dtype)
+  AttentionArgs reference_args() const;  // for the reference kernel (fp32 o, lse)
+  void poison_outputs(CUstream stream = nullptr) const;
+  std::vector<float> output() const;            // O as floats, [rows][heads][dv] order
+  std::vector<float> reference_output() const;
+  std::vector<float> lse() const;               // [heads][rows] (ragged) or [b][h][s]
+  std::vector<float> reference_lse() const;
+  size_t output_elements() const;
+  // Writes fresh random inputs (a new seed) into the same buffers.
+  void refill(uint64_t seed);
+
+  // Host copies of inputs as floats (for the CPU fp64 reference): [rows][heads][dim] order.
+  std::vector<float> host_q() const { return hq_; }
+  std::vector<float> host_k() const { return hk_; }
+  std::vector<float> host_v() const { return hv_; }
+  const ProblemShape& shape() const { return shape_; }
+  int rows_q() const { return rows_q_; }
+  int rows_k() const { return rows_k_; }
+
+ private:
+  struct Buffer;
+  Config config_;
+  ProblemShape shape_;
+  int rows_q_ = 0, rows_k_ = 0;  // total rows over the batch
+  std::vector<float> hq_, hk_, hv_;
+  std::vector<Buffer*> buffers_;
+  CUdeviceptr q_ = 0, k_ = 0, v_ = 0, o_ = 0, o_ref_ = 0, lse_ = 0, lse_ref_ = 0, cu_q_ = 0, cu_k_ = 0,
+              q_rope_ = 0, k_rope_ = 0;
+  CUdeviceptr alloc(size_t bytes);
+  void upload_inputs(uint64_t seed);
+  Tensor tensor(CUdeviceptr p, bool is_q, int dim) const;
+};
+
+struct CheckResult {
+  double rel_error = 0;      // ||out - ref|| / ||ref|| over all outputs
+  double max_abs_error = 0;
+  double lse_max_error = 0;  // max |lse - lse_ref| over finite rows; inf when -inf/finite disagree
+  size_t nonfinite = 0;      // NaN/Inf outputs (poisoned or unwritten elements included)
+  double tolerance = 0;
+  bool passed = false;
+  std::string summary() const;
+};
+
+// The tolerance for ||out - ref|| / ||ref|| of a dtype: bf16 1e-2, fp16 3e-3.
+double tolerance_for(DType qkv);
+
+// Runs the reference and `kernel` on `problem` and compares.
+CheckResult check_against_reference(const Kernel& kernel, const Config& config,
+                                    DeviceProblem& problem, CUstream stream = nullptr);
+
+// fp64 CPU attention for small shapes: O as [rows][heads][dv]; LSE in the device's default
+// layout ([b][h][s], ragged [h][total]).
+void cpu_reference(const Config& config, const ProblemShape& shape, const std::vector<float>& q,
+                   const std::vector<float>& k, const std::vector<float>& v,
+                   std::vector<double>& o, std::vector<double>& lse);
+
+// Median time in ms of `iters` launches after `warmup`, timed with CUDA events one launch each.
+// With several problems, launches rotate through them so small shapes are not served from L2.
+struct Timing {
+  double median_ms = 0;
+  double min_ms = 0;
+  std::vector<double> samples_ms;
+};
+Timing time_kernel(const Kernel& kernel, const std::vector<DeviceProblem*>& problems, int warmup,
+                   int iters, CUstream stream = nullptr);
+
+// 4 * B * H * Sq * Sk * D (D = (dqk + dv) / 2), halved for causal masks when Sq == Sk; ragged
+// batches sum per sequence; the visible (query, key) pairs are counted for masks.
+double attention_flops(const Config& config, const ProblemShape& shape);
+
+}  // namespace flashjit

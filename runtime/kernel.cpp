@@ -1,0 +1,129 @@
+// Loaded kernels: a cubin in the current context, launched with cuLaunchKernelEx, memoised per
+// (context, config) so the warm path is one lookup.
+#include "runtime/flashjit.hpp"
+
+#include "cache/memory_table.hpp"
+#include "generator/generate.hpp"
+#include "generator/resolve.hpp"
+#include "runtime/device.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/launch_params.hpp"
+
+#include <cstdio>
+
+namespace flashjit {
+
+Tensor Tensor::bshd(const void* data, int64_t seqlen, int64_t heads, int64_t dim) {
+  return {data, seqlen * heads * dim, heads * dim, dim};
+}
+Tensor Tensor::bhsd(const void* data, int64_t seqlen, int64_t heads, int64_t dim) {
+  return {data, heads * seqlen * dim, dim, seqlen * dim};
+}
+Tensor Tensor::packed(const void* data, int64_t heads, int64_t dim) {
+  return {data, 0, heads * dim, dim};
+}
+
+namespace {
+
+class LoadedKernel final : public Kernel {
+ public:
+  LoadedKernel(Artifact artifact, Config resolved, const DeviceInfo& device)
+      : artifact_(std::move(artifact)), config_(std::move(resolved)), device_(device) {
+    const DriverApi& d = driver();
+    FLASHJIT_CU(d.cuModuleLoadData(&module_, artifact_.cubin.data()));
+    FLASHJIT_CU(d.cuModuleGetFunction(&function_, module_, artifact_.launch.entry.c_str()));
+    const int smem = artifact_.launch.smem_bytes;
+    if (smem > device_.max_smem_optin)
+      throw ArgumentError("kernel " + artifact_.name + " needs " + std::to_string(smem) +
+                          " bytes of shared memory; " + device_.name + " allows " +
+                          std::to_string(device_.max_smem_optin));
+    if (smem > 0)
+      FLASHJIT_CU(d.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
+  }
+  // Modules live as long as the process: the table that owns kernels is never destroyed, so
+  // nothing unloads a module after the driver has shut down.
+  ~LoadedKernel() override = default;
+
+  const Config& config() const override { return config_; }
+  const Artifact& artifact() const override { return artifact_; }
+
+  void launch(const AttentionArgs& args, CUstream stream) const override {
+    const LaunchInfo& li = artifact_.launch;
+    LaunchGeometry geo;
+    AttentionParams params = make_params(config_, li, args, device_.sm_count, geo);
+    if (geo.empty) return;
+    if (li.uses_tma) encode_tma_descriptors(config_, li, args, params);
+
+    CUlaunchConfig cfg = {};
+    cfg.gridDimX = geo.grid[0];
+    cfg.gridDimY = geo.grid[1];
+    cfg.gridDimZ = geo.grid[2];
+    cfg.blockDimX = li.threads;
+    cfg.blockDimY = 1;
+    cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = li.smem_bytes;
+    cfg.hStream = stream;
+    CUlaunchAttribute attr[1];
+    if (li.cluster_m > 1) {
+      attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attr[0].value.clusterDim.x = li.cluster_m;
+      attr[0].value.clusterDim.y = 1;
+      attr[0].value.clusterDim.z = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+    }
+    void* kernel_args[] = {&params};
+    FLASHJIT_CU(driver().cuLaunchKernelEx(&cfg, function_, kernel_args, nullptr));
+  }
+
+ private:
+  Artifact artifact_;
+  Config config_;
+  DeviceInfo device_;
+  CUmodule module_ = nullptr;
+  CUfunction function_ = nullptr;
+};
+
+cache::MemoryTable<const Kernel>& table() {
+  static auto* t = new cache::MemoryTable<const Kernel>();
+  return *t;
+}
+
+std::string memo_key(const DeviceInfo& dev, const Config& c, const char* kind) {
+  char ctx[32];
+  std::snprintf(ctx, sizeof ctx, "%p", static_cast<void*>(dev.context));
+  return std::string(kind) + "|" + ctx + "|" + canonical_json(c);
+}
+
+Config for_device(Config c, const DeviceInfo& dev) {
+  if (c.arch == "native") c.arch = dev.arch();
+  return c;
+}
+
+}  // namespace
+
+std::shared_ptr<const Kernel> get_kernel(const Config& config) {
+  const DeviceInfo& dev = current_device();
+  Config c = for_device(config, dev);
+  return table().get_or_create(memo_key(dev, c, "fwd"), [&] {
+    Config resolved = resolve(c);
+    Artifact a = build_artifact(generate(resolved));
+    return std::make_shared<const LoadedKernel>(std::move(a), std::move(resolved), dev);
+  });
+}
+
+std::shared_ptr<const Kernel> get_reference_kernel(const Config& config) {
+  const DeviceInfo& dev = current_device();
+  Config c = for_device(config, dev);
+  return table().get_or_create(memo_key(dev, c, "ref"), [&] {
+    KernelSource src = generate_reference(c);
+    Artifact a = build_artifact(src);
+    Config problem = c;
+    problem.tuning = Tuning{};
+    return std::make_shared<const LoadedKernel>(std::move(a), std::move(problem), dev);
+  });
+}
+
+Artifact build(const Config& config) { return build_artifact(generate(config)); }
+
+}  // namespace flashjit
