@@ -1,0 +1,302 @@
+// sm90 forward attention: warp-specialised, TMA + wgmma (FlashAttention-3's recipe).
+//   warpgroup 0      producer: one thread issues TMA for Q and the K/V ring (setmaxnreg down)
+//   warpgroups 1..C  consumers: 64 query rows each; S = Q K^T by SS-wgmma, O += P V by
+//                    RS-wgmma with P from registers (setmaxnreg up). The next tile's Q K^T is
+//                    issued before this tile's P V, so softmax overlaps the tensor cores, and
+//                    named barriers ping-pong the consumers' GEMM issue.
+// KV tiles are visited from the last to the first, so masked diagonal tiles come first.
+#pragma once
+
+#include "common/mask.cuh"
+#include "common/params.cuh"
+#include "common/scheduler.cuh"
+#include "common/seqinfo.cuh"
+#include "common/types.cuh"
+#include "sm90/epilogue.cuh"
+#include "sm90/pipeline.cuh"
+#include "sm90/ptx.cuh"
+#include "sm90/smem_layout.cuh"
+#include "sm90/softmax.cuh"
+#include "sm90/wgmma.cuh"
+
+namespace flashjit::sm90 {
+
+template <bool kCond, class A, class B> struct Select { using type = A; };
+template <class A, class B> struct Select<false, A, B> { using type = B; };
+
+// The KV range one tile visits; producer and consumers derive it identically.
+struct TileRange {
+  SeqInfo seq;
+  int m0;
+  int n_min, n_max;                     // tiles [n_min, n_max), visited downwards
+  int n_unmasked_min, n_unmasked_max;   // tiles outside need elementwise masking
+  bool skip;                            // a ragged batch entry shorter than this m block
+};
+
+template <class T>
+struct ForwardKernel {
+  using Element = typename T::Element;
+  using Layout = SmemLayout<T>;
+  static constexpr int BM = T::kBlockM, BN = T::kBlockN;
+  static constexpr int DQK = T::kHeadDimQK, DV = T::kHeadDimV;
+  static constexpr int kCwg = T::kConsumerWarpgroups;
+  static constexpr int kStages = T::kStages;
+  static constexpr bool kLongestFirst = T::kMask == MaskKind::kCausal;
+  using Scheduler = typename Select<T::kPersistent, PersistentScheduler<kLongestFirst>,
+                                    TransientScheduler<kLongestFirst>>::type;
+  using Pipe = StageBarriers<Layout, kStages>;
+  using State = PipelineState<kStages>;
+
+  static constexpr u32 kQBytes = BM * DQK * sizeof(Element);
+  static constexpr u32 kKBytes = BN * DQK * sizeof(Element);
+  static constexpr u32 kVBytes = BN * DV * sizeof(Element);
+  static constexpr u32 kPingBarrier = 1;       // named barriers 1..kCwg
+  static constexpr u32 kEpilogueBarrier = 8;   // named barriers 8..8+kCwg-1
+
+  static_assert(T::kThreads == 128 * (kCwg + 1), "one producer warpgroup plus the consumers");
+  static_assert(BM == 64 * kCwg, "each consumer warpgroup owns 64 rows");
+  static_assert(BN % 16 == 0 && BN <= 256 && DV <= 256, "wgmma N limits");
+
+  __device__ __forceinline__ static TileRange range(const AttentionParams& p, const WorkTile& w) {
+    TileRange r;
+    r.seq = SeqInfo::make<T::kVarlen>(p, w.batch);
+    r.m0 = w.m_block * BM;
+    r.skip = r.m0 >= r.seq.seqlen_q;
+    const AttentionMask<T::kMask> mask{r.seq.seqlen_q, r.seq.seqlen_k, p.window_left, p.window_right};
+    r.n_max = mask.n_block_max(r.m0, BM, BN);
+    r.n_min = mask.n_block_min(r.m0, BN);
+    r.n_unmasked_max = mask.n_unmasked_max(r.m0, BN);
+    r.n_unmasked_min = mask.n_unmasked_min(r.m0, BM, BN);
+    return r;
+  }
+
+  // ---- producer ---------------------------------------------------------------------------
+
+  __device__ static void produce(const AttentionParams& p, const Layout& smem) {
+    tma_prefetch_descriptor(&p.tma_q);
+    tma_prefetch_descriptor(&p.tma_k);
+    tma_prefetch_descriptor(&p.tma_v);
+    const u64 evict_first = policy_evict_first();
+    const u64 evict_last = policy_evict_last();
+    const Pipe kpipe{smem, Layout::kKFull, Layout::kKEmpty};
+    const Pipe vpipe{smem, Layout::kVFull, Layout::kVEmpty};
+    const Scheduler sched;
+    State kv;
+    u32 tiles = 0;
+    for (SchedulerState st = sched.initial(p); sched.valid(p, st); st = sched.advance(p, st)) {
+      const WorkTile w = sched.work(p, st);
+      const TileRange r = range(p, w);
+      if (r.skip) continue;
+      const int batch = T::kVarlen ? 0 : w.batch;
+      const int kv_head = w.head / T::kGroup;
+
+      mbar_wait(smem.barrier(Layout::kQEmpty), (tiles & 1) ^ 1);
+      mbar_arrive_expect_tx(smem.barrier(Layout::kQFull), kQBytes);
+      tma_load_5d(smem.q(), &p.tma_q, smem.barrier(Layout::kQFull), 0, r.seq.q_start + r.m0, 0,
+                  w.head, batch, evict_first);
+      for (int n = r.n_max - 1; n >= r.n_min; --n) {
+        const int row = r.seq.k_start + n * BN;
+        kpipe.producer_acquire(kv, kKBytes);
+        tma_load_5d(smem.k(kv.index), &p.tma_k, kpipe.full(kv.index), 0, row, 0, kv_head, batch, evict_last);
+        vpipe.producer_acquire(kv, kVBytes);
+        tma_load_5d(smem.v(kv.index), &p.tma_v, vpipe.full(kv.index), 0, row, 0, kv_head, batch, evict_last);
+        kv.advance();
+      }
+      ++tiles;
+    }
+  }
+
+  // ---- consumers --------------------------------------------------------------------------
+
+  // S = Q_wg K^T over the full qk depth; K-major operands, 32 bytes per k16 step in a panel.
+  __device__ __forceinline__ static void issue_qk(float (&s)[BN / 2], const Layout& smem, int wg, int stage) {
+#pragma unroll
+    for (int kk = 0; kk < DQK / 16; ++kk) {
+      const u32 q = smem.q() + (kk / 4) * (BM * 128) + wg * (64 * 128) + (kk % 4) * 32;
+      const u32 k = smem.k(stage) + (kk / 4) * (BN * 128) + (kk % 4) * 32;
+      Wgmma<Element, BN>::ss(s, make_desc(q, 16, 1024), make_desc(k, 16, 1024), kk > 0 ? 1 : 0);
+    }
+  }
+
+  // O += P V; V is MN-major: 16 key rows (2 KB of a panel) per k16 step, panels BN*128 apart.
+  __device__ __forceinline__ static void issue_pv(float (&o)[DV / 2], const u32 (&pf)[BN / 16][4],
+                                                  const Layout& smem, int stage) {
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      const u32 v = smem.v(stage) + kk * (16 * 128);
+      Wgmma<Element, DV>::rs(o, pf[kk], make_desc(v, BN * 128, 1024), 1);
+    }
+  }
+
+  __device__ __forceinline__ static void ping_sync(int wg) {
+    if constexpr (kCwg > 1) named_barrier_sync(kPingBarrier + wg, 256);
+  }
+  __device__ __forceinline__ static void ping_arrive(int wg) {
+    if constexpr (kCwg > 1) named_barrier_arrive(kPingBarrier + (wg + 1) % kCwg, 256);
+  }
+
+  __device__ static void consume(const AttentionParams& p, const Layout& smem, int wg) {
+    const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31;
+    const Pipe kpipe{smem, Layout::kKFull, Layout::kKEmpty};
+    const Pipe vpipe{smem, Layout::kVFull, Layout::kVEmpty};
+    const Scheduler sched;
+    State kv;
+    u32 tiles = 0;
+    if (kCwg > 1 && wg == kCwg - 1) named_barrier_arrive(kPingBarrier, 256);  // consumer 0 goes first
+
+    for (SchedulerState st = sched.initial(p); sched.valid(p, st); st = sched.advance(p, st)) {
+      const WorkTile w = sched.work(p, st);
+      const TileRange r = range(p, w);
+      if (r.skip) continue;
+      const AttentionMask<T::kMask> mask{r.seq.seqlen_q, r.seq.seqlen_k, p.window_left, p.window_right};
+      const int warp_row0 = r.m0 + 64 * wg + 16 * warp;  // this warp's first row in the sequence
+
+      float o[DV / 2];
+#pragma unroll
+      for (int i = 0; i < DV / 2; ++i) o[i] = 0.f;
+      OnlineSoftmax<BN> softmax;
+      softmax.init();
+      mbar_wait(smem.barrier(Layout::kQFull), tiles & 1);
+
+      if (r.n_max > r.n_min) {
+        float s[BN / 2];
+        u32 pf[BN / 16][4];
+        float correction[2];
+        int n = r.n_max - 1;
+        kpipe.consumer_wait(kv);
+        ping_sync(wg);
+        wgmma_fence();
+        issue_qk(s, smem, wg, kv.index);
+        wgmma_commit();
+        ping_arrive(wg);
+        wgmma_wait<0>();
+        fence_operand(s);
+        kpipe.consumer_release(kv);
+        if (n >= r.n_unmasked_max || n < r.n_unmasked_min)
+          OnlineSoftmax<BN>::apply_mask(s, mask, warp_row0, n * BN);
+        softmax.update(s, p.softmax_scale_log2, correction);
+        OnlineSoftmax<BN>::template pack_probabilities<Element>(s, pf);
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) fence_operand(pf[kk]);
+        State v_read = kv;
+        kv.advance();
+
+        for (n = r.n_max - 2; n >= r.n_min; --n) {
+          kpipe.consumer_wait(kv);
+          ping_sync(wg);
+          wgmma_fence();
+          issue_qk(s, smem, wg, kv.index);
+          wgmma_commit();
+          vpipe.consumer_wait(v_read);
+          issue_pv(o, pf, smem, v_read.index);
+          wgmma_commit();
+          ping_arrive(wg);
+          wgmma_wait<1>();  // Q K^T done, P V may still run
+          fence_operand(s);
+          kpipe.consumer_release(kv);
+          if (n >= r.n_unmasked_max || n < r.n_unmasked_min)
+            OnlineSoftmax<BN>::apply_mask(s, mask, warp_row0, n * BN);
+          softmax.update(s, p.softmax_scale_log2, correction);
+          wgmma_wait<0>();
+          fence_operand(o);
+#pragma unroll
+          for (int kk = 0; kk < BN / 16; ++kk) fence_operand(pf[kk]);
+          vpipe.consumer_release(v_read);
+          rescale_rows(o, correction);
+          OnlineSoftmax<BN>::template pack_probabilities<Element>(s, pf);
+          // Pin the new O and P before the next wgmma fence; otherwise the compiler sinks the
+          // conversions past it and ptxas has to inject a warpgroup.arrive (C7519).
+          fence_operand(o);
+#pragma unroll
+          for (int kk = 0; kk < BN / 16; ++kk) fence_operand(pf[kk]);
+          v_read = kv;
+          kv.advance();
+        }
+
+        vpipe.consumer_wait(v_read);
+        ping_sync(wg);
+        wgmma_fence();
+        issue_pv(o, pf, smem, v_read.index);
+        wgmma_commit();
+        ping_arrive(wg);
+        wgmma_wait<0>();
+        fence_operand(o);
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) fence_operand(pf[kk]);
+        vpipe.consumer_release(v_read);
+      }
+
+      softmax.finalize();
+      const float inv[2] = {softmax.inv_sum(0), softmax.inv_sum(1)};
+      rescale_rows(o, inv);
+      const int wg_row0 = r.m0 + 64 * wg;
+      if constexpr (!T::kVarlen) {
+        const u32 rows = smem.q() + wg * (64 * 128);
+        store_o_smem<T>(o, rows, BM * 128);
+        fence_proxy_async();
+        named_barrier_sync(kEpilogueBarrier + wg, 128);
+        if (tid == 0) {
+#pragma unroll
+          for (int panel = 0; panel < DV / 64; ++panel)
+            tma_store_5d(&p.tma_o, rows + panel * (BM * 128), 0, wg_row0, panel, w.head, w.batch);
+          tma_store_commit();
+          tma_store_wait_read();
+          mbar_arrive(smem.barrier(Layout::kQEmpty));
+        }
+      } else {
+        store_o_global<T>(o, p, w.batch, w.head, r.seq, wg_row0);
+        named_barrier_sync(kEpilogueBarrier + wg, 128);
+        if (tid == 0) mbar_arrive(smem.barrier(Layout::kQEmpty));
+      }
+      if (T::kWriteLse && p.lse != nullptr && (lane & 3) == 0) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = warp_row0 + (lane >> 2) + 8 * h;
+          if (row < r.seq.seqlen_q)
+            p.lse[lse_offset<T::kVarlen>(p, w.batch, w.head, r.seq.q_start, row)] = softmax.lse(h);
+        }
+      }
+      ++tiles;
+    }
+    if (!T::kVarlen && tid == 0) tma_store_wait_all();
+  }
+
+  __device__ static void run(const AttentionParams& p) {
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const Layout smem{smem_addr(smem_raw)};
+    const int warpgroup = threadIdx.x / 128;
+    if (threadIdx.x == 0) {
+      if (smem.base % 1024 != 0) __trap();  // 128B-swizzled tiles need 1 KB aligned bases
+      mbar_init(smem.barrier(Layout::kQFull), 1);
+      mbar_init(smem.barrier(Layout::kQEmpty), kCwg);
+      for (int s = 0; s < kStages; ++s) {
+        mbar_init(smem.barrier(Layout::kKFull + s), 1);
+        mbar_init(smem.barrier(Layout::kKEmpty + s), 4 * kCwg);
+        mbar_init(smem.barrier(Layout::kVFull + s), 1);
+        mbar_init(smem.barrier(Layout::kVEmpty + s), 4 * kCwg);
+      }
+      fence_barrier_init();
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) {
+      regs_decrease<T::kProducerRegs>();
+      if (threadIdx.x == 0) produce(p, smem);
+    } else {
+      regs_increase<T::kConsumerRegs>();
+      consume(p, smem, warpgroup - 1);
+    }
+  }
+};
+
+template <class T>
+__device__ __forceinline__ void attention_fwd(const AttentionParams& p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  ForwardKernel<T>::run(p);
+#else
+  // nvcc -arch=sm_90a also compiles a plain compute_90 pass, which has no wgmma or setmaxnreg.
+  __trap();
+#endif
+}
+
+}  // namespace flashjit::sm90

@@ -1,0 +1,58 @@
+// Shared-memory layout of the sm90 forward kernel, every offset a compile-time constant (the
+// seeds' SM100AttentionSMem idea). Tiles are stored as the TMA box {64 columns, rows, panels}
+// writes them with 128-byte swizzle: [panel][row][64 elements], each panel rows x 128 bytes.
+//   Q/O   BM x max(dqk, dv)   (O is staged over Q for the TMA store; each consumer warpgroup
+//                              only touches its own 64 rows)
+//   K     kStages x BN x dqk
+//   V     kStages x BN x dv
+//   mbarriers: Q full/empty, K full/empty and V full/empty per stage
+#pragma once
+
+#include "common/types.cuh"
+
+namespace flashjit::sm90 {
+
+template <class T>
+struct SmemLayout {
+  static constexpr int kElementBytes = sizeof(typename T::Element);
+  static constexpr int kPanelElems = 128 / kElementBytes;  // 64 columns of 16-bit elements
+  static constexpr int kQPanels = T::kHeadDimQK / kPanelElems;
+  static constexpr int kVPanels = T::kHeadDimV / kPanelElems;
+
+  __host__ __device__ static constexpr int align1k(int x) { return (x + 1023) / 1024 * 1024; }
+
+  static constexpr int kQBytes = T::kBlockM * T::kHeadDimQK * kElementBytes;
+  static constexpr int kOBytes = T::kBlockM * T::kHeadDimV * kElementBytes;
+  static constexpr int kKStageBytes = T::kBlockN * T::kHeadDimQK * kElementBytes;
+  static constexpr int kVStageBytes = T::kBlockN * T::kHeadDimV * kElementBytes;
+
+  static constexpr int kQOffset = 0;
+  static constexpr int kKOffset = align1k(cmax(kQBytes, kOBytes));
+  static constexpr int kVOffset = kKOffset + T::kStages * align1k(kKStageBytes);
+  static constexpr int kBarrierOffset = kVOffset + T::kStages * align1k(kVStageBytes);
+  static constexpr int kBarrierBytes = 1024;
+  static constexpr int kTotalBytes = kBarrierOffset + kBarrierBytes;
+
+  // mbarrier indices (8 bytes each) inside the barrier region.
+  static constexpr int kQFull = 0;
+  static constexpr int kQEmpty = 1;
+  static constexpr int kKFull = 2;
+  static constexpr int kKEmpty = kKFull + T::kStages;
+  static constexpr int kVFull = kKEmpty + T::kStages;
+  static constexpr int kVEmpty = kVFull + T::kStages;
+  static constexpr int kNumBarriers = kVEmpty + T::kStages;
+
+  static_assert(kTotalBytes == T::kSmemBytes, "host and device disagree on the shared-memory size");
+  static_assert(kNumBarriers * 8 <= kBarrierBytes, "too many mbarriers");
+  static_assert(T::kHeadDimQK % kPanelElems == 0 && T::kHeadDimV % kPanelElems == 0,
+                "head dims must fill whole 128-byte panels");
+
+  u32 base;  // shared-window address of the dynamic shared memory (1 KB aligned)
+
+  __device__ __forceinline__ u32 q() const { return base + kQOffset; }
+  __device__ __forceinline__ u32 k(int stage) const { return base + kKOffset + stage * align1k(kKStageBytes); }
+  __device__ __forceinline__ u32 v(int stage) const { return base + kVOffset + stage * align1k(kVStageBytes); }
+  __device__ __forceinline__ u32 barrier(int index) const { return base + kBarrierOffset + 8 * index; }
+};
+
+}  // namespace flashjit::sm90

@@ -1,0 +1,110 @@
+// Online softmax over a warpgroup's 64 x BN score tile in the wgmma accumulator layout: thread
+// (warp w, lane l) holds rows r0 = 16w + l/4 and r0 + 8; s[4j + e] is row (e < 2 ? r0 : r0 + 8),
+// column 8j + 2(l % 4) + (e & 1). A row's values sit in the 4 lanes of a quad.
+// Scores stay in raw units; the max is kept pre-multiplied by scale*log2(e), so each probability
+// is one FFMA and one EX2: p = 2^(s * scale_log2 - max_scaled).
+#pragma once
+
+#include "common/mask.cuh"
+#include "common/types.cuh"
+
+namespace flashjit::sm90 {
+
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+template <int kBlockN>
+struct OnlineSoftmax {
+  static constexpr int kRegs = kBlockN / 2;
+  float max_scaled[2];  // running row max times scale_log2; -inf while the row saw no key
+  float sum[2];         // this thread's share of the running row sum (reduced at the end)
+
+  __device__ __forceinline__ void init() {
+    max_scaled[0] = max_scaled[1] = neg_inf();
+    sum[0] = sum[1] = 0.f;
+  }
+
+  // Sets invisible scores to -inf. Row/column of element (i) follow the layout above.
+  template <MaskKind kKind>
+  __device__ __forceinline__ static void apply_mask(float (&s)[kRegs], const AttentionMask<kKind>& mask,
+                                                    int row0, int col0) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + (lane >> 2) + 8 * h;
+      const int lo = mask.col_lo(row) - col0;
+      const int hi = mask.col_hi(row) - col0;
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = 8 * j + 2 * (lane & 3) + e;
+          if (c < lo || c >= hi) s[4 * j + 2 * h + e] = neg_inf();
+        }
+    }
+  }
+
+  // Folds one tile of scores into the running statistics and turns the scores into
+  // probabilities in place; returns the factor the old O must be scaled by. The fp32
+  // probabilities are packed (pack_probabilities) only once the previous P.V has finished, so
+  // the packed P of the previous tile and the new one are never live together.
+  __device__ __forceinline__ void update(float (&s)[kRegs], float scale_log2, float (&correction)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float m = neg_inf();
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) m = fmaxf(m, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      m = quad_max(m) * scale_log2;
+      const float m_new = fmaxf(max_scaled[h], m);
+      correction[h] = max_scaled[h] == neg_inf() ? 0.f : exp2_approx(max_scaled[h] - m_new);
+      max_scaled[h] = m_new;
+      sum[h] *= correction[h];
+    }
+    // A row that has seen no key yet keeps max -inf; its probabilities are exp2(-inf) = 0.
+    const float m0 = max_scaled[0] == neg_inf() ? 0.f : max_scaled[0];
+    const float m1 = max_scaled[1] == neg_inf() ? 0.f : max_scaled[1];
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i) s[i] = exp2_approx(fmaf(s[i], scale_log2, (i & 2) ? -m1 : -m0));
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j) {
+      sum[0] += s[4 * j] + s[4 * j + 1];
+      sum[1] += s[4 * j + 2] + s[4 * j + 3];
+    }
+  }
+
+  // Probabilities as the A operand of the P.V wgmma: chunk kk (columns 16kk..16kk+15) is
+  // {rows r0, r0+8} x {2(l%4), +1, +8, +9}, i.e. s[8kk .. 8kk+7] pairwise.
+  template <class Element>
+  __device__ __forceinline__ static void pack_probabilities(const float (&s)[kRegs], u32 (&p)[kBlockN / 16][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) p[kk][q] = pack2<Element>(s[8 * kk + 2 * q], s[8 * kk + 2 * q + 1]);
+  }
+
+  // Row sums over the quad; call once after the last tile.
+  __device__ __forceinline__ void finalize() {
+    sum[0] = quad_sum(sum[0]);
+    sum[1] = quad_sum(sum[1]);
+  }
+  // Natural-log LSE of row h (after finalize).
+  __device__ __forceinline__ float lse(int h) const {
+    return sum[h] > 0.f ? (max_scaled[h] + __log2f(sum[h])) * kLn2 : neg_inf();
+  }
+  __device__ __forceinline__ float inv_sum(int h) const { return sum[h] > 0.f ? 1.f / sum[h] : 0.f; }
+};
+
+// O *= correction per row, in the accumulator layout of an m64nN tile.
+template <int kRegs>
+__device__ __forceinline__ void rescale_rows(float (&o)[kRegs], const float (&correction)[2]) {
+#pragma unroll
+  for (int i = 0; i < kRegs; ++i) o[i] *= correction[(i & 2) ? 1 : 0];
+}
+
+}  // namespace flashjit::sm90
