@@ -1,0 +1,105 @@
+// Whole-tile copies between global memory and a swizzled SmemTile, by all threads of the CTA:
+//   load_tile   global -> shared with cp.async (rows past `rows` are zero-filled, never read)
+//   store_tile  shared -> global with 16-byte vector accesses (rows past `rows` not written)
+// Panel by panel (SmemTile), consecutive threads take consecutive chunks of a panel row, so a
+// warp reads whole 128-byte row segments (w = 8) and 8 consecutive threads write 128 distinct
+// bytes of one shared-memory line (rows of a panel are contiguous, the swizzle permutes within).
+// Row r, chunk c of the tile is element column 8c of row r in global memory; columns from
+// kSplitCols on come from a second tensor (the rope part of Q or K) at column 8c - kSplitCols.
+#pragma once
+
+#include "common/types.cuh"
+#include "sm80/cp_async.cuh"
+#include "sm80/smem_tile.cuh"
+
+namespace flashjit::sm80 {
+
+template <class E>
+struct GmemRows {
+  const E* ptr;  // row 0, column 0
+  i64 stride;    // elements between rows
+};
+
+template <class Tile, int kThreads, int kSplitCols, int kWidth, class E>
+__device__ __forceinline__ void load_panel(u32 smem, int first, GmemRows<E> src, GmemRows<E> src2,
+                                           int rows, int tid) {
+  static_assert(kThreads % kWidth == 0, "a thread keeps its chunk column within a panel");
+  constexpr int kRowsPerPass = kThreads / kWidth;
+  constexpr int kPasses = ceil_div(Tile::kRowCount, kRowsPerPass);
+  const typename Tile::Panel p = Tile::panel(first);
+  const int j = tid % kWidth;
+  const int c = first + j;  // this thread's chunk column
+  // Which tensor the column comes from; a compile-time choice unless the panel straddles the
+  // rope boundary.
+  const bool second = kSplitCols < Tile::kColCount && c * 8 >= kSplitCols;
+  const i64 stride = second ? src2.stride : src.stride;
+  // A running pointer (one 64-bit add per pass) rather than row * stride per pass: per-pass
+  // offsets would be invariants of the caller's KV loop and hold registers through it.
+  const E* g = (second ? src2.ptr + (c * 8 - kSplitCols) : src.ptr + c * 8) + (tid / kWidth) * stride;
+  const i64 step = kRowsPerPass * stride;
+#pragma unroll
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int r = tid / kWidth + pass * kRowsPerPass;
+    if (Tile::kRowCount % kRowsPerPass != 0 && r >= Tile::kRowCount) break;
+    // Rows past the end are zero-filled: with src-size 0 the (out of range) address is never
+    // dereferenced, as for CUTLASS's zfill copies.
+    cp_async_16(smem + u32(p.base) + Tile::in_panel(kWidth, r, j), g, r < rows);
+    g += step;
+  }
+}
+
+// Issues (does not commit) the copies of a whole tile whose row 0 is src's (and src2's) row 0,
+// of which the first `rows` exist (may be <= 0; the others are zero-filled).
+template <class Tile, int kThreads, int kSplitCols, class E>
+__device__ __forceinline__ void load_tile(u32 smem, GmemRows<E> src, GmemRows<E> src2, int rows,
+                                          int tid) {
+#pragma unroll
+  for (int pp = 0; pp < Tile::kFullPanels; ++pp)
+    load_panel<Tile, kThreads, kSplitCols, 8>(smem, pp * 8, src, src2, rows, tid);
+  if constexpr (Tile::kHas4)
+    load_panel<Tile, kThreads, kSplitCols, 4>(smem, Tile::kFullPanels * 8, src, src2, rows, tid);
+  if constexpr (Tile::kHas2)
+    load_panel<Tile, kThreads, kSplitCols, 2>(smem, Tile::kFullPanels * 8 + (Tile::kHas4 ? 4 : 0),
+                                              src, src2, rows, tid);
+}
+
+template <class Tile, int kThreads, int kWidth, class E>
+__device__ __forceinline__ void store_panel(u32 smem, int first, E* dst, i64 stride, int rows,
+                                            int tid) {
+  static_assert(kThreads % kWidth == 0, "a thread keeps its chunk column within a panel");
+  constexpr int kRowsPerPass = kThreads / kWidth;
+  constexpr int kPasses = ceil_div(Tile::kRowCount, kRowsPerPass);
+  const typename Tile::Panel p = Tile::panel(first);
+  const int j = tid % kWidth;
+  E* col = dst + (first + j) * 8;
+#pragma unroll
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int r = tid / kWidth + pass * kRowsPerPass;
+    if (Tile::kRowCount % kRowsPerPass != 0 && r >= Tile::kRowCount) break;
+    if (r < rows) {
+      u32 x, y, z, w;
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
+                   : "r"(smem + u32(p.base) + Tile::in_panel(kWidth, r, j))
+                   : "memory");
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(col + r * stride), "r"(x),
+                   "r"(y), "r"(z), "r"(w)
+                   : "memory");
+    }
+  }
+}
+
+// Writes rows [0, rows) of a tile to global memory (row 0 at dst, `stride` elements apart).
+template <class Tile, int kThreads, class E>
+__device__ __forceinline__ void store_tile(u32 smem, E* dst, i64 stride, int rows, int tid) {
+#pragma unroll
+  for (int pp = 0; pp < Tile::kFullPanels; ++pp)
+    store_panel<Tile, kThreads, 8>(smem, pp * 8, dst, stride, rows, tid);
+  if constexpr (Tile::kHas4)
+    store_panel<Tile, kThreads, 4>(smem, Tile::kFullPanels * 8, dst, stride, rows, tid);
+  if constexpr (Tile::kHas2)
+    store_panel<Tile, kThreads, 2>(smem, Tile::kFullPanels * 8 + (Tile::kHas4 ? 4 : 0), dst,
+                                   stride, rows, tid);
+}
+
+}  // namespace flashjit::sm80
