@@ -1,0 +1,114 @@
+#include "cli/tensor_io.hpp"
+
+#include "cli/errors.hpp"
+#include "runtime/host_half.hpp"
+#include "runtime/driver.hpp"
+
+#include <cstring>
+
+namespace flashjit::cli {
+
+const char* role_name(TensorRole r) {
+  switch (r) {
+    case TensorRole::q: return "Q";
+    case TensorRole::k: return "K";
+    case TensorRole::v: return "V";
+    case TensorRole::o: return "O";
+    case TensorRole::lse: return "LSE";
+  }
+  return "?";
+}
+
+std::vector<int64_t> npy_shape(TensorRole role, const Config& c, const ProblemShape& s, int rows_q, int rows_k) {
+  const bool is_q = role == TensorRole::q || role == TensorRole::o || role == TensorRole::lse;
+  const int64_t heads = is_q ? s.heads_q : s.heads_k;
+  const int64_t seqlen = is_q ? s.seqlen_q : s.seqlen_k;
+  const int64_t rows = is_q ? rows_q : rows_k;
+  if (role == TensorRole::lse) {
+    if (c.varlen) return {heads, rows};
+    return {s.batch, heads, seqlen};
+  }
+  const int64_t dim = (role == TensorRole::q || role == TensorRole::k) ? c.head_dim.qk : c.head_dim.v;
+  if (c.varlen) return {rows, heads, dim};
+  if (s.layout == Layout::bhsd) return {s.batch, heads, seqlen, dim};
+  return {s.batch, seqlen, heads, dim};
+}
+
+std::string npy_descr(DType d) { return d == DType::fp16 ? "<f2" : "<u2"; }
+
+std::vector<uint16_t> to_16bit(const NpyArray& a, DType dtype, const std::vector<int64_t>& expected,
+                               const std::string& file, TensorRole role) {
+  const std::string what = std::string(role_name(role));
+  if (a.shape != expected)
+    throw NpyError(file + ": " + what + " has shape " + a.shape_string() + "; the problem needs " +
+                   shape_string(expected));
+  const std::string type = a.descr.substr(1);
+  const size_t n = static_cast<size_t>(a.elements());
+  std::vector<uint16_t> out(n);
+  if (type == "f4") {
+    for (size_t i = 0; i < n; ++i) {
+      float f;
+      std::memcpy(&f, a.data.data() + 4 * i, 4);
+      out[i] = dtype == DType::bf16 ? float_to_bf16(f) : float_to_fp16(f);
+    }
+    return out;
+  }
+  const bool ok = dtype == DType::fp16 ? type == "f2" : (dtype == DType::bf16 && (type == "u2" || type == "V2"));
+  if (!ok) {
+    const std::string want = dtype == DType::fp16 ? "'<f2' (fp16)" : "'<u2' (bf16 bit patterns)";
+    throw NpyError(file + ": " + what + " holds '" + a.descr + "' but the config's dtype is " + to_string(dtype) +
+                   ": store " + want + " or float32 '<f4'");
+  }
+  std::memcpy(out.data(), a.data.data(), 2 * n);
+  return out;
+}
+
+namespace {
+
+CUdeviceptr ptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+}  // namespace
+
+void load_input(const std::string& file, TensorRole role, const Config& c, const DeviceProblem& problem) {
+  const NpyArray a = read_npy(file);
+  const auto expected = npy_shape(role, c, problem.shape(), problem.rows_q(), problem.rows_k());
+  const std::vector<uint16_t> bits = to_16bit(a, c.dtype.qkv, expected, file, role);
+  const AttentionArgs args = problem.args();
+  const DriverApi& d = driver();
+  const bool split = c.head_dim.rope > 0 && role != TensorRole::v;
+  if (!split) {
+    const Tensor& t = role == TensorRole::q ? args.q : role == TensorRole::k ? args.k : args.v;
+    FLASHJIT_CU(d.cuMemcpyHtoD(ptr(t.data), bits.data(), bits.size() * 2));
+    return;
+  }
+  // The nope columns go to Q/K, the last `rope` columns to their own tensors.
+  const size_t qk = c.head_dim.qk, rope = c.head_dim.rope, nope = qk - rope, rows = bits.size() / qk;
+  std::vector<uint16_t> a_nope(rows * nope), a_rope(rows * rope);
+  for (size_t r = 0; r < rows; ++r) {
+    std::memcpy(&a_nope[r * nope], &bits[r * qk], nope * 2);
+    std::memcpy(&a_rope[r * rope], &bits[r * qk + nope], rope * 2);
+  }
+  const bool q = role == TensorRole::q;
+  FLASHJIT_CU(d.cuMemcpyHtoD(ptr(q ? args.q.data : args.k.data), a_nope.data(), a_nope.size() * 2));
+  FLASHJIT_CU(d.cuMemcpyHtoD(ptr(q ? args.q_rope.data : args.k_rope.data), a_rope.data(), a_rope.size() * 2));
+}
+
+void save_output(const std::string& file, TensorRole role, const Config& c, const DeviceProblem& problem) {
+  const auto shape = npy_shape(role, c, problem.shape(), problem.rows_q(), problem.rows_k());
+  size_t n = 1;
+  for (auto v : shape) n *= static_cast<size_t>(v);
+  const AttentionArgs args = problem.args();
+  const DriverApi& d = driver();
+  if (role == TensorRole::lse) {
+    if (!args.lse) throw UsageError("--save-lse needs a config with \"outputs\": {\"lse\": true}");
+    std::vector<float> lse(n);
+    FLASHJIT_CU(d.cuMemcpyDtoH(lse.data(), ptr(args.lse), n * 4));
+    write_npy(file, "<f4", shape, lse.data(), n * 4);
+    return;
+  }
+  std::vector<uint16_t> o(n);
+  FLASHJIT_CU(d.cuMemcpyDtoH(o.data(), ptr(args.o.data), n * 2));
+  write_npy(file, npy_descr(c.dtype.out), shape, o.data(), n * 2);
+}
+
+}  // namespace flashjit::cli

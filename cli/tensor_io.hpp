@@ -1,0 +1,42 @@
+// .npy inputs and outputs of `flashjit run`: which shape each tensor has in the problem's layout,
+// converting file contents to the config's element type, and copying to/from the GPU buffers of
+// a DeviceProblem (through the pointers its AttentionArgs expose).
+//
+// Shapes: Q [B, Sq, Hq, Dqk], K [B, Sk, Hk, Dqk], V [B, Sk, Hk, Dv], O [B, Sq, Hq, Dv] for bshd
+// ([B, H, S, D] for bhsd; ragged batches [total, H, D]); LSE [B, Hq, Sq] (ragged [Hq, total_q]).
+// Element types: fp16 '<f2', bf16 '<u2' (raw bits; '<V2' accepted), LSE '<f4'. Inputs may also
+// be float32 '<f4', rounded to the config's dtype. Rope configs take Q and K with all Dqk columns
+// (the rope part last) and split them.
+#pragma once
+
+#include "cli/npy.hpp"
+#include "generator/config.hpp"
+#include "runtime/harness.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flashjit::cli {
+
+enum class TensorRole { q, k, v, o, lse };
+const char* role_name(TensorRole r);
+
+// rows_q / rows_k: total rows over the batch (ragged) -- DeviceProblem::rows_q()/rows_k().
+std::vector<int64_t> npy_shape(TensorRole role, const Config& c, const ProblemShape& shape, int rows_q,
+                               int rows_k);
+
+// The .npy descr a 16-bit dtype is saved as: '<f2' (fp16), '<u2' (bf16 bits).
+std::string npy_descr(DType d);
+
+// Checks `a` against the expected shape and converts it to 16-bit element bits of `dtype`.
+// Throws NpyError naming `file`.
+std::vector<uint16_t> to_16bit(const NpyArray& a, DType dtype, const std::vector<int64_t>& expected,
+                               const std::string& file, TensorRole role);
+
+// Reads `file` into Q, K or V of `problem`.
+void load_input(const std::string& file, TensorRole role, const Config& c, const DeviceProblem& problem);
+// Writes O or the LSE of `problem` to `file`.
+void save_output(const std::string& file, TensorRole role, const Config& c, const DeviceProblem& problem);
+
+}  // namespace flashjit::cli

@@ -1,0 +1,154 @@
+// The .npy reader/writer of `flashjit run`, and the tensor shapes and conversions it applies.
+#ifdef FLASHJIT_CLI_PATH  // built with the flashjit command (FLASHJIT_BUILD_CLI)
+
+#include "runtime/host_half.hpp"
+#include "cli/npy.hpp"
+#include "cli/tensor_io.hpp"
+#include "cli_test_support.hpp"
+
+#include <cstring>
+
+namespace flashjit::cli::test {
+namespace {
+
+std::string header_bytes(const std::string& dict, int version = 1) {
+  std::string h = std::string("\x93NUMPY", 6) + char(version) + '\0';
+  std::string d = dict + "\n";
+  if (version == 1) {
+    h += char(d.size() & 0xff);
+    h += char((d.size() >> 8) & 0xff);
+  } else {
+    for (int i = 0; i < 4; ++i) h += char((d.size() >> (8 * i)) & 0xff);
+  }
+  return h + d;
+}
+
+TEST(CliNpy, RoundTripsEveryElementType) {
+  Scratch s;
+  std::vector<uint16_t> h = {1, 2, 3, 0xffff, 0x7fc0, 0};
+  std::vector<float> f = {1.5f, -2.f, 0.f, 3.25f};
+  struct Case {
+    std::string descr;
+    std::vector<int64_t> shape;
+    const void* data;
+    size_t bytes;
+  };
+  const Case cases[] = {
+      {"<f2", {2, 3}, h.data(), h.size() * 2},
+      {"<u2", {1, 2, 1, 3}, h.data(), h.size() * 2},
+      {"<f4", {4}, f.data(), f.size() * 4},
+      {"<f4", {}, f.data(), 4},          // a scalar
+      {"<u2", {0, 5}, h.data(), 0},     // empty
+  };
+  for (const auto& c : cases) {
+    const std::string file = (s / "a.npy").string();
+    write_npy(file, c.descr, c.shape, c.data, c.bytes);
+    const std::string bytes = read_file(file);
+    EXPECT_EQ((bytes.size() - c.bytes) % 64, 0u) << "data starts on a 64-byte boundary";
+    const NpyArray a = read_npy(file);
+    EXPECT_EQ(a.descr, c.descr);
+    EXPECT_EQ(a.shape, c.shape);
+    ASSERT_EQ(a.data.size(), c.bytes);
+    EXPECT_EQ(std::memcmp(a.data.data(), c.data, c.bytes), 0);
+  }
+}
+
+TEST(CliNpy, ReadsNumpyStyleHeadersAndVersion2) {
+  const std::string data(12, '\x01');
+  NpyArray a = parse_npy(header_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }   ") + data, "x.npy");
+  EXPECT_EQ(a.shape, (std::vector<int64_t>{2, 3}));
+  a = parse_npy(header_bytes("{\"shape\": (6,), \"descr\": \"<u2\", \"fortran_order\": False}", 2) + data, "x.npy");
+  EXPECT_EQ(a.shape, (std::vector<int64_t>{6}));
+  EXPECT_EQ(a.shape_string(), "(6,)");
+  a = parse_npy(header_bytes("{'descr': '<V2', 'fortran_order': False, 'shape': (3, 2L), }") + data, "x.npy");
+  EXPECT_EQ(a.item_size(), 2);
+}
+
+TEST(CliNpy, RejectsBadFilesNamingThem) {
+  const std::string data(12, '\0');
+  auto expect_error = [](const std::string& bytes, const std::string& part) {
+    try {
+      parse_npy(bytes, "inputs/q.npy");
+      ADD_FAILURE() << "no error for " << part;
+    } catch (const NpyError& e) {
+      EXPECT_TRUE(contains(e.what(), "inputs/q.npy")) << e.what();
+      EXPECT_TRUE(contains(e.what(), part)) << e.what();
+    }
+  };
+  expect_error(header_bytes("{'descr': '<f2', 'fortran_order': True, 'shape': (2, 3), }") + data, "fortran_order");
+  expect_error(header_bytes("{'descr': '>f2', 'fortran_order': False, 'shape': (2, 3), }") + data, "little-endian");
+  expect_error(header_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 4), }") + data, "needs 16");
+  expect_error(header_bytes("{'descr': '<f2', 'shape': (2, 3), }") + data, "lacks");
+  expect_error("PK\x03\x04 not numpy", "magic");
+  EXPECT_THROW(read_npy("/nonexistent/q.npy"), NpyError);
+}
+
+TEST(CliNpy, TensorShapesFollowTheLayout) {
+  Config c;
+  c.head_dim.qk = 192;
+  c.head_dim.v = 128;
+  c.group = 2;
+  c.lse = true;
+  ProblemShape s;
+  s.batch = 2;
+  s.seqlen_q = 5;
+  s.seqlen_k = 7;
+  s.heads_q = 4;
+  s.heads_k = 2;
+  EXPECT_EQ(npy_shape(TensorRole::q, c, s, 10, 14), (std::vector<int64_t>{2, 5, 4, 192}));
+  EXPECT_EQ(npy_shape(TensorRole::v, c, s, 10, 14), (std::vector<int64_t>{2, 7, 2, 128}));
+  EXPECT_EQ(npy_shape(TensorRole::lse, c, s, 10, 14), (std::vector<int64_t>{2, 4, 5}));
+  s.layout = Layout::bhsd;
+  EXPECT_EQ(npy_shape(TensorRole::k, c, s, 10, 14), (std::vector<int64_t>{2, 2, 7, 192}));
+  EXPECT_EQ(npy_shape(TensorRole::o, c, s, 10, 14), (std::vector<int64_t>{2, 4, 5, 128}));
+  c.varlen = true;
+  EXPECT_EQ(npy_shape(TensorRole::q, c, s, 9, 11), (std::vector<int64_t>{9, 4, 192}));
+  EXPECT_EQ(npy_shape(TensorRole::lse, c, s, 9, 11), (std::vector<int64_t>{4, 9}));
+}
+
+TEST(CliNpy, ConvertsInputsToTheConfigDtype) {
+  NpyArray a;
+  a.descr = "<f4";
+  a.shape = {2};
+  const float v[2] = {1.0f, -0.5f};
+  a.data.assign(reinterpret_cast<const char*>(v), 8);
+  auto bf = to_16bit(a, DType::bf16, {2}, "q.npy", TensorRole::q);
+  EXPECT_EQ(bf16_to_float(bf[0]), 1.0f);
+  EXPECT_EQ(bf16_to_float(bf[1]), -0.5f);
+  auto hf = to_16bit(a, DType::fp16, {2}, "q.npy", TensorRole::q);
+  EXPECT_EQ(fp16_to_float(hf[0]), 1.0f);
+  EXPECT_EQ(fp16_to_float(hf[1]), -0.5f);
+
+  NpyArray h;
+  h.descr = "<f2";
+  h.shape = {1, 2};
+  h.data = std::string(4, '\0');
+  EXPECT_NO_THROW(to_16bit(h, DType::fp16, {1, 2}, "k.npy", TensorRole::k));
+  try {
+    to_16bit(h, DType::bf16, {1, 2}, "k.npy", TensorRole::k);
+    ADD_FAILURE() << "fp16 data accepted for a bf16 config";
+  } catch (const NpyError& e) {
+    EXPECT_TRUE(contains(e.what(), "k.npy")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "'<u2'")) << e.what();
+  }
+  try {
+    to_16bit(h, DType::fp16, {2, 1}, "k.npy", TensorRole::k);
+    ADD_FAILURE() << "shape mismatch accepted";
+  } catch (const NpyError& e) {
+    EXPECT_TRUE(contains(e.what(), "(1, 2)")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "(2, 1)")) << e.what();
+  }
+}
+
+TEST(CliNpy, HalfConversionsRoundToNearestEven) {
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(float_to_fp16(1.0f), 0x3c00);
+  EXPECT_EQ(float_to_fp16(65520.f), 0x7c00);  // rounds to inf
+  EXPECT_EQ(fp16_to_float(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
+}
+
+}  // namespace
+}  // namespace flashjit::cli::test
+
+#endif  // FLASHJIT_CLI_PATH
