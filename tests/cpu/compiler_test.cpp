@@ -1,0 +1,123 @@
+// NVRTC compiles of every example config for sm_80, sm_90a and sm_100a (no GPU needed), the
+// ptxas report, and the cache key's sensitivity to everything that changes the binary.
+#include "generator/config.hpp"
+#include "generator/generate.hpp"
+#include "runtime/artifact.hpp"
+#include "runtime/compiler.hpp"
+#include "runtime/ptxas_report.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace flashjit {
+namespace {
+
+std::vector<std::string> example_paths() {
+  std::vector<std::string> v;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs"))
+    if (e.path().extension() == ".json") v.push_back(e.path().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+class ExampleCompiles : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExampleCompiles, ForEveryTarget) {
+  const std::string arch = GetParam();
+  for (const auto& path : example_paths()) {
+    Config c = load_config_file(path);
+    c.arch = arch;
+    if (arch != "sm_90a" && c.tuning.family == Family::sm90) continue;  // pinned to Hopper
+    KernelSource src = generate(c);
+    CompiledKernel k = compile(src);
+    EXPECT_GT(k.cubin.size(), 1000u) << path;
+    EXPECT_GT(k.report.registers, 0) << path << "\n" << k.log;
+    EXPECT_EQ(k.report.spill_stores, 0) << path << " spills on " << arch << "\n" << k.log;
+    EXPECT_FALSE(k.report.has_advisory("C7508")) << path;
+    // The cubin is an ELF image.
+    EXPECT_EQ(std::string(k.cubin.data(), 4), "\x7f" "ELF");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, ExampleCompiles, ::testing::Values("sm_80", "sm_90a", "sm_100a"));
+
+TEST(Compiler, ReferenceKernelCompiles) {
+  Config c = load_config_file(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs/mla_rope.json");
+  CompiledKernel k = compile(generate_reference(c));
+  EXPECT_GT(k.cubin.size(), 1000u);
+}
+
+TEST(Compiler, FailedCompileCarriesTheLogAndTheSource) {
+  Config c = load_config_file(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs/default.json");
+  KernelSource src = generate(c);
+  src.unit += "\nthis is not C++;\n";
+  try {
+    compile(src);
+    FAIL() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_NE(e.log().find("error"), std::string::npos);
+    EXPECT_TRUE(std::filesystem::exists(e.source_path())) << e.source_path();
+    EXPECT_NE(std::string(e.what()).find(e.source_path()), std::string::npos);
+  }
+}
+
+TEST(Compiler, NvrtcListsTheTargetsWeUse) {
+  auto ccs = nvrtc_supported_compute_capabilities();
+  for (int cc : {80, 90, 100}) EXPECT_NE(std::find(ccs.begin(), ccs.end(), cc), ccs.end()) << cc;
+  EXPECT_FALSE(nvrtc_identity().empty());
+}
+
+TEST(PtxasReport, ParsesRegistersSpillsAndAdvisories) {
+  const std::string log =
+      "ptxas info    : (C7508) Potential Performance Loss: 'setmaxnreg' ignored; unable to determine register count at entry\n"
+      "ptxas info    : Compiling entry function 'other' for 'sm_90a'\n"
+      "ptxas info    : Used 40 registers\n"
+      "ptxas info    : Compiling entry function 'k' for 'sm_90a'\n"
+      "ptxas info    : Function properties for k\n"
+      "    24 bytes stack frame, 16 bytes spill stores, 8 bytes spill loads\n"
+      "ptxas info    : Used 168 registers, used 16 barriers, 12 bytes smem\n";
+  PtxasReport r = parse_ptxas_report(log, "k");
+  EXPECT_EQ(r.registers, 168);
+  EXPECT_EQ(r.spill_stores, 16);
+  EXPECT_EQ(r.spill_loads, 8);
+  EXPECT_EQ(r.stack_frame, 24);
+  EXPECT_EQ(r.barriers, 16);
+  EXPECT_EQ(r.static_smem, 12);
+  EXPECT_TRUE(r.has_advisory("C7508"));
+  PtxasReport round = ptxas_report_from_json(to_json(r));
+  EXPECT_EQ(round.registers, 168);
+  EXPECT_TRUE(round.has_advisory("C7508"));
+}
+
+// A change of source, options, arch, NVRTC version, flashjit version or cache format changes
+// the key; nothing else does.
+TEST(CacheKey, ChangesWithEveryInput) {
+  Config c = load_config_file(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs/default.json");
+  KernelSource src = generate(c);
+  const nlohmann::json base = key_inputs(src);
+  const std::string k0 = key_from_inputs(base).hex;
+  EXPECT_EQ(k0, artifact_key(src).hex);
+  EXPECT_EQ(k0, artifact_key(generate(c)).hex);
+  EXPECT_EQ(k0.size(), 64u);
+
+  auto changed = [&](const char* field, nlohmann::json value) {
+    nlohmann::json in = base;
+    in[field] = value;
+    return key_from_inputs(in).hex;
+  };
+  EXPECT_NE(changed("nvrtc", "13.1 libnvrtc.so.13.1.20"), k0);
+  EXPECT_NE(changed("arch", "sm_100a"), k0);
+  EXPECT_NE(changed("flashjit", "9.9.9"), k0);
+  EXPECT_NE(changed("cache_format", 999), k0);
+  auto opts = base["options"];
+  opts.push_back("-lineinfo");
+  EXPECT_NE(changed("options", opts), k0);
+
+  KernelSource edited = src;
+  edited.unit += "\n// a template edit\n";
+  EXPECT_NE(artifact_key(edited).hex, k0);
+}
+
+}  // namespace
+}  // namespace flashjit

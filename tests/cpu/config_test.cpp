@@ -1,0 +1,191 @@
+// Config parsing and validation: every rule, with valid and invalid values, and error messages
+// that name the field path, the value and the rule.
+#include "generator/config.hpp"
+#include "generator/resolve.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace flashjit {
+namespace {
+
+using nlohmann::json;
+
+json base() {
+  return json::parse(R"({"schema": "flashjit.attention.v1", "arch": "sm_90a",
+                         "dtype": {"qkv": "bf16", "out": "bf16"},
+                         "head_dim": {"qk": 128, "v": 128}, "mask": "causal"})");
+}
+
+// The issues check_config reports for `j` (parse errors included).
+std::vector<ConfigIssue> issues_of(const json& j) {
+  try {
+    return check_config(parse_config(j));
+  } catch (const ConfigError& e) {
+    return e.issues();
+  }
+}
+
+bool has_issue(const std::vector<ConfigIssue>& issues, const std::string& path) {
+  for (const auto& i : issues)
+    if (i.path == path) return true;
+  return false;
+}
+
+std::string first_message(const json& j) {
+  auto issues = issues_of(j);
+  return issues.empty() ? "" : issues[0].message();
+}
+
+TEST(Config, DefaultExampleIsValid) { EXPECT_TRUE(issues_of(base()).empty()); }
+
+TEST(Config, RoundTripsThroughJson) {
+  Config c = parse_config(base());
+  Config again = parse_config(to_json(c));
+  EXPECT_EQ(canonical_json(c), canonical_json(again));
+}
+
+TEST(Config, UnknownKeysAreErrorsAtTheirPath) {
+  json j = base();
+  j["dtype"]["qvk"] = "bf16";
+  j["tuning"] = {{"BNN", 64}};
+  j["extra"] = 1;
+  auto issues = issues_of(j);
+  EXPECT_TRUE(has_issue(issues, "dtype.qvk"));
+  EXPECT_TRUE(has_issue(issues, "tuning.BNN"));
+  EXPECT_TRUE(has_issue(issues, "extra"));
+}
+
+TEST(Config, WrongTypesNameTheField) {
+  json j = base();
+  j["head_dim"]["qk"] = "128";
+  j["varlen"] = 1;
+  j["mask"] = "diagonal";
+  auto issues = issues_of(j);
+  EXPECT_TRUE(has_issue(issues, "head_dim.qk"));
+  EXPECT_TRUE(has_issue(issues, "varlen"));
+  EXPECT_TRUE(has_issue(issues, "mask"));
+}
+
+TEST(Config, ReportsAllErrorsAtOnce) {
+  json j = base();
+  j["head_dim"]["qk"] = 100;
+  j["group"] = 0;
+  j["dtype"]["out"] = "e4m3";
+  auto issues = issues_of(j);
+  EXPECT_GE(issues.size(), 3u);
+}
+
+TEST(Config, MessageNamesPathValueAndRule) {
+  json j = base();
+  j["head_dim"]["qk"] = 100;
+  EXPECT_EQ(first_message(j), "head_dim.qk = 100: must be a multiple of 16 between 16 and 576");
+}
+
+TEST(Config, SchemaMustMatch) {
+  json j = base();
+  j["schema"] = "flashjit.attention.v0";
+  EXPECT_TRUE(has_issue(issues_of(j), "schema"));
+}
+
+TEST(Config, ArchMustBeATarget) {
+  for (const char* bad : {"sm_75", "sm90", "compute_90a", "sm_9x", ""}) {
+    json j = base();
+    j["arch"] = bad;
+    EXPECT_TRUE(has_issue(issues_of(j), "arch")) << bad;
+  }
+  for (const char* good : {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120"}) {
+    json j = base();
+    j["arch"] = good;
+    EXPECT_FALSE(has_issue(issues_of(j), "arch")) << good;
+  }
+  json native = base();
+  native["arch"] = "native";
+  EXPECT_TRUE(has_issue(issues_of(native), "arch"));  // only the runtime knows the device
+}
+
+TEST(Config, HeadDimRules) {
+  json j = base();
+  j["head_dim"] = {{"qk", 8}, {"v", 600}, {"rope", 8}};
+  auto issues = issues_of(j);
+  EXPECT_TRUE(has_issue(issues, "head_dim.qk"));
+  EXPECT_TRUE(has_issue(issues, "head_dim.v"));
+  EXPECT_TRUE(has_issue(issues, "head_dim.rope"));
+}
+
+TEST(Config, RopeMustBeSmallerThanQk) {
+  json j = base();
+  j["head_dim"] = {{"qk", 64}, {"v", 64}, {"rope", 64}};
+  EXPECT_NE(first_message(j).find("rope < qk"), std::string::npos);
+  j["head_dim"]["rope"] = 32;
+  j["tuning"] = {{"family", "sm80"}};
+  EXPECT_TRUE(issues_of(j).empty());
+}
+
+TEST(Config, RopeDtypeOnlyWithRope) {
+  json j = base();
+  j["dtype"]["rope"] = "bf16";
+  EXPECT_TRUE(has_issue(issues_of(j), "dtype.rope"));
+}
+
+TEST(Config, Fp8NeedsA16BitOutput) {
+  json j = base();
+  j["dtype"] = {{"qkv", "e4m3"}, {"out", "e4m3"}};
+  EXPECT_NE(first_message(j).find("fp8 inputs need a 16-bit output"), std::string::npos);
+}
+
+TEST(Config, Fp32InputsAreRejected) {
+  json j = base();
+  j["dtype"]["qkv"] = "fp32";
+  EXPECT_TRUE(has_issue(issues_of(j), "dtype.qkv"));
+}
+
+TEST(Config, ScaleDtypeOnlyWithPerTokenScales) {
+  json j = base();
+  j["dtype"]["scale"] = "fp32";
+  EXPECT_TRUE(has_issue(issues_of(j), "dtype.scale"));
+  json k = base();
+  k["scales"] = {{"q", "per_token"}};
+  EXPECT_TRUE(has_issue(issues_of(k), "dtype.scale"));
+  json v = base();
+  v["scales"] = {{"v", "per_token"}};
+  EXPECT_TRUE(has_issue(issues_of(v), "scales.v"));
+}
+
+TEST(Config, PageSizeRules) {
+  json j = base();
+  j["kv_layout"] = {{"paged", true}, {"page_size", 24}};
+  EXPECT_TRUE(has_issue(issues_of(j), "kv_layout.page_size"));
+  json k = base();
+  k["kv_layout"] = {{"paged", false}, {"page_size", 64}};
+  EXPECT_TRUE(has_issue(issues_of(k), "kv_layout.page_size"));
+}
+
+TEST(Config, GroupRange) {
+  json j = base();
+  j["group"] = 0;
+  EXPECT_TRUE(has_issue(issues_of(j), "group"));
+  j["group"] = 8;
+  EXPECT_TRUE(issues_of(j).empty());
+}
+
+TEST(Config, UnimplementedFeaturesAreRejectedByName) {
+  json paged = base();
+  paged["kv_layout"] = {{"paged", true}, {"page_size", 64}};
+  EXPECT_NE(first_message(paged).find("kv_layout.paged"), std::string::npos);
+  json fp8 = base();
+  fp8["dtype"]["qkv"] = "e4m3";
+  EXPECT_TRUE(has_issue(issues_of(fp8), "dtype.qkv"));
+}
+
+TEST(Config, ParseErrorsOfTextNameTheOrigin) {
+  try {
+    parse_config_text("{not json", "my.json");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("my.json"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace flashjit

@@ -1,0 +1,95 @@
+// Source generation: determinism, flattening, template embedding, per-family units.
+#include "generator/config.hpp"
+#include "generator/generate.hpp"
+#include "generator/resolve.hpp"
+#include "generator/templates.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace flashjit {
+namespace {
+
+Config example(const std::string& name) {
+  return load_config_file(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs/" + name);
+}
+
+std::vector<std::string> example_names() {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs"))
+    if (e.path().extension() == ".json") names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(Generator, SameConfigGivesByteIdenticalSource) {
+  for (const auto& n : example_names()) {
+    KernelSource a = generate(example(n)), b = generate(example(n));
+    EXPECT_EQ(a.unit, b.unit) << n;
+    EXPECT_EQ(flatten(a.unit), flatten(b.unit)) << n;
+    EXPECT_EQ(a.launch.entry, b.launch.entry) << n;
+  }
+}
+
+TEST(Generator, DifferentConfigsGiveDifferentEntries) {
+  Config a = example("default.json"), b = a;
+  b.lse = true;
+  EXPECT_NE(generate(a).launch.entry, generate(b).launch.entry);
+}
+
+TEST(Generator, FlatSourceIncludesNoTemplates) {
+  for (const auto& n : example_names()) {
+    std::string flat = flatten(generate(example(n)).unit);
+    EXPECT_EQ(flat.find("#include \""), std::string::npos) << n;
+    EXPECT_EQ(flat.find("#pragma once"), std::string::npos) << n;
+  }
+}
+
+TEST(Generator, EveryIncludedTemplateIsEmbedded) {
+  auto paths = template_paths();
+  EXPECT_FALSE(paths.empty());
+  for (const auto& n : example_names())
+    for (const auto& t : included_templates(generate(example(n)).unit))
+      EXPECT_NE(find_template(t), nullptr) << t;
+}
+
+TEST(Generator, MissingTemplateIsAnError) {
+  EXPECT_THROW(flatten("#include \"sm80/nope.cuh\"\n"), std::runtime_error);
+}
+
+TEST(Generator, UnitCarriesTheResolvedConfig) {
+  Config c = example("causal_d128.json");
+  KernelSource s = generate(c);
+  EXPECT_NE(s.unit.find(canonical_json(resolve(c))), std::string::npos);
+  EXPECT_NE(s.unit.find("kMask = flashjit::MaskKind::kCausal"), std::string::npos);
+  EXPECT_NE(s.unit.find("kWriteLse = true"), std::string::npos);
+}
+
+TEST(Generator, Sm90UnitsCarryOnlyTheWgmmaWidthsTheyUse) {
+  Config c = example("default.json");
+  c.tuning.BN = 128;
+  KernelSource s = generate(c);
+  EXPECT_EQ(s.launch.family, "sm90");
+  EXPECT_NE(s.unit.find("struct Wgmma<flashjit::bf16_t, 128>"), std::string::npos);
+  EXPECT_EQ(s.unit.find("struct Wgmma<flashjit::bf16_t, 176>"), std::string::npos);
+  EXPECT_TRUE(s.launch.uses_tma);
+  EXPECT_EQ(s.launch.threads, 384);
+}
+
+TEST(Generator, ReferenceIgnoresTuningAndFamilyLimits) {
+  Config c = example("default.json");
+  c.tuning.BN = 999;  // invalid for the fast kernel, irrelevant to the reference
+  KernelSource r = generate_reference(c);
+  EXPECT_EQ(r.launch.family, "reference");
+  EXPECT_NE(r.unit.find("flashjit::reference::attention"), std::string::npos);
+}
+
+TEST(Generator, InvalidConfigThrowsConfigError) {
+  Config c = example("default.json");
+  c.head_dim.qk = 100;
+  EXPECT_THROW(generate(c), ConfigError);
+}
+
+}  // namespace
+}  // namespace flashjit

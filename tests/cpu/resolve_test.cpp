@@ -1,0 +1,123 @@
+// Per-arch heuristics: family choice, tuning defaults within the budgets, pinned fields kept,
+// tuning rules enforced, determinism.
+#include "generator/config.hpp"
+#include "generator/family.hpp"
+#include "generator/resolve.hpp"
+
+#include <gtest/gtest.h>
+
+namespace flashjit {
+namespace {
+
+Config make(const char* arch, int d, Mask mask = Mask::none) {
+  Config c;
+  c.arch = arch;
+  c.head_dim = {d, d, 0};
+  c.mask = mask;
+  return c;
+}
+
+TEST(Resolve, Sm90aPicksTheSm90Family) {
+  EXPECT_EQ(*resolve(make("sm_90a", 128)).tuning.family, Family::sm90);
+}
+
+TEST(Resolve, OtherArchsPickSm80) {
+  for (const char* a : {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100a", "sm_120"})
+    EXPECT_EQ(*resolve(make(a, 128)).tuning.family, Family::sm80) << a;
+}
+
+TEST(Resolve, HeadDimsTheSm90FamilyLacksFallBackToSm80) {
+  EXPECT_EQ(*resolve(make("sm_90a", 96)).tuning.family, Family::sm80);
+}
+
+TEST(Resolve, ExplicitFamilyThatCannotBuildIsAnError) {
+  Config c = make("sm_80", 128);
+  c.tuning.family = Family::sm90;
+  auto issues = check_config(c);
+  ASSERT_FALSE(issues.empty());
+  EXPECT_EQ(issues[0].path, "arch");
+}
+
+TEST(Resolve, EveryTuningFieldOfTheFamilyIsSet) {
+  Config r = resolve(make("sm_90a", 128));
+  const Tuning& t = r.tuning;
+  EXPECT_TRUE(t.BM && t.BN && t.num_kv_stages && t.consumer_warpgroups && t.scheduler &&
+              t.pair_cta && t.swizzle);
+  EXPECT_FALSE(t.num_warps);  // an sm80 field
+  Config s = resolve(make("sm_80", 128));
+  EXPECT_TRUE(s.tuning.BM && s.tuning.BN && s.tuning.num_warps && s.tuning.num_kv_stages);
+  EXPECT_FALSE(s.tuning.consumer_warpgroups);
+}
+
+TEST(Resolve, DefaultsFitTheSharedMemoryBudget) {
+  for (const char* arch : {"sm_80", "sm_86", "sm_90a", "sm_100a"})
+    for (int d : {64, 128, 192, 256})
+      for (Mask m : {Mask::none, Mask::causal}) {
+        Config r = resolve(make(arch, d, m));
+        int smem = family(*r.tuning.family).smem_bytes(r);
+        EXPECT_LE(smem, parse_arch(arch)->max_smem_per_block) << arch << " d" << d;
+      }
+}
+
+TEST(Resolve, PinnedFieldsAreKept) {
+  Config c = make("sm_90a", 128);
+  c.tuning.BN = 112;
+  c.tuning.num_kv_stages = 3;
+  Config r = resolve(c);
+  EXPECT_EQ(*r.tuning.BN, 112);
+  EXPECT_EQ(*r.tuning.num_kv_stages, 3);
+}
+
+TEST(Resolve, OversizedTilesAreRejectedWithTheBudget) {
+  Config c = make("sm_90a", 256);
+  c.tuning.BN = 256;
+  auto issues = check_config(c);
+  ASSERT_FALSE(issues.empty());
+  EXPECT_EQ(issues[0].path, "tuning.BN");
+  EXPECT_NE(issues[0].rule.find("shared memory"), std::string::npos);
+}
+
+TEST(Resolve, Sm90TuningRules) {
+  Config c = make("sm_90a", 128);
+  c.tuning.BM = 128;
+  c.tuning.consumer_warpgroups = 3;
+  c.tuning.BN = 100;
+  c.tuning.num_warps = 4;
+  auto issues = check_config(c);
+  std::set<std::string> paths;
+  for (auto& i : issues) paths.insert(i.path);
+  EXPECT_TRUE(paths.count("tuning.BM"));
+  EXPECT_TRUE(paths.count("tuning.BN"));
+  EXPECT_TRUE(paths.count("tuning.num_warps"));
+}
+
+TEST(Resolve, Sm80TuningRules) {
+  Config c = make("sm_80", 128);
+  c.tuning.BM = 96;
+  c.tuning.num_warps = 6;
+  c.tuning.consumer_warpgroups = 2;
+  auto issues = check_config(c);
+  std::set<std::string> paths;
+  for (auto& i : issues) paths.insert(i.path);
+  EXPECT_TRUE(paths.count("tuning.BM"));
+  EXPECT_TRUE(paths.count("tuning.num_warps"));
+  EXPECT_TRUE(paths.count("tuning.consumer_warpgroups"));
+}
+
+TEST(Resolve, IsIdempotentAndDeterministic) {
+  Config c = make("sm_90a", 64, Mask::causal);
+  Config r1 = resolve(c), r2 = resolve(c);
+  EXPECT_EQ(canonical_json(r1), canonical_json(r2));
+  EXPECT_EQ(canonical_json(resolve(r1)), canonical_json(r1));
+}
+
+TEST(Resolve, ReadableNameDescribesTheKernel) {
+  Config c = make("sm_90a", 128, Mask::causal);
+  c.group = 4;
+  c.lse = true;
+  std::string n = readable_name(resolve(c));
+  EXPECT_EQ(n.rfind("fwd_sm90a_bf16_d128_causal_g4_lse_sm90_bm128_bn", 0), 0u) << n;
+}
+
+}  // namespace
+}  // namespace flashjit

@@ -1,0 +1,148 @@
+#include "gpu_test_support.hpp"
+
+#include "generator/generate.hpp"
+#include "generator/resolve.hpp"
+#include "runtime/artifact.hpp"
+#include "runtime/device.hpp"
+#include "runtime/driver.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+namespace flashjit::testing {
+
+namespace {
+
+Config make(const std::string& family, DType dt, int qk, int v, int rope, Mask mask, int group,
+            bool varlen) {
+  Config c;
+  c.arch = "native";
+  c.dtype.qkv = dt;
+  c.dtype.out = dt;
+  c.head_dim = {qk, v, rope};
+  c.mask = mask;
+  c.group = group;
+  c.varlen = varlen;
+  c.lse = true;
+  c.tuning.family = family == "sm90" ? Family::sm90 : Family::sm80;
+  return c;
+}
+
+}  // namespace
+
+std::vector<MatrixCase> correctness_matrix() {
+  struct Dims { int qk, v, rope; };
+  const std::vector<Dims> sm80_dims = {{64, 64, 0},   {80, 80, 0},   {96, 96, 0},  {128, 128, 0},
+                                       {192, 192, 0}, {256, 256, 0}, {192, 128, 0}, {128, 128, 64}};
+  const std::vector<Dims> sm90_dims = {{64, 64, 0}, {128, 128, 0}, {192, 192, 0}, {256, 256, 0},
+                                       {192, 128, 0}, {128, 256, 0}};
+  std::vector<MatrixCase> out;
+  int index = 0;
+  // FLASHJIT_TEST_FAMILIES=sm90 (or sm80) limits the matrix to one family.
+  const char* only = std::getenv("FLASHJIT_TEST_FAMILIES");
+  for (const std::string family : {"sm80", "sm90"}) {
+    if (only && std::string(only).find(family) == std::string::npos) continue;
+    const auto& dims = family == "sm80" ? sm80_dims : sm90_dims;
+    for (DType dt : {DType::bf16, DType::fp16})
+      for (const Dims& d : dims)
+        for (Mask m : {Mask::none, Mask::causal, Mask::sliding_window}) {
+          const int group = index % 3 == 1 ? 4 : 1;
+          const bool varlen = index % 2 == 1;
+          ++index;
+          MatrixCase c{family, make(family, dt, d.qk, d.v, d.rope, m, group, varlen), ""};
+          c.label = family + "_" + to_string(dt) + "_qk" + std::to_string(d.qk) + "_v" +
+                    std::to_string(d.v) + (d.rope ? "_rope" + std::to_string(d.rope) : "") + "_" +
+                    to_string(m) + "_g" + std::to_string(group) + (varlen ? "_varlen" : "");
+          out.push_back(c);
+        }
+  }
+  return out;
+}
+
+std::vector<ProblemShape> shapes_for(const MatrixCase& mc, int group) {
+  std::vector<ProblemShape> shapes;
+  const Config& c = mc.config;
+  auto base = [&] {
+    ProblemShape s;
+    s.heads_k = 2;
+    s.heads_q = 2 * group;
+    if (c.mask == Mask::sliding_window) {
+      s.window_left = 100;
+      s.window_right = 7;
+    }
+    return s;
+  };
+  if (c.varlen) {
+    const char* size = std::getenv("FLASHJIT_TEST_SHAPES");
+    const bool small = size && std::string(size) == "small";
+    ProblemShape s = base();
+    s.batch = 4;
+    s.seqlens_q = {1, 17, small ? 200 : 1000, small ? 300 : 4097};
+    s.seqlens_k = {1, small ? 200 : 1000, 17, small ? 300 : 4097};
+    shapes.push_back(s);
+    ProblemShape t = base();
+    t.batch = 3;
+    t.seqlens_q = {300, 129, 64};
+    t.seqlens_k = {300, 700, 1};
+    shapes.push_back(t);
+    return shapes;
+  }
+  // FLASHJIT_TEST_SHAPES=small keeps the lengths short (for compute-sanitizer runs).
+  const char* size = std::getenv("FLASHJIT_TEST_SHAPES");
+  const bool small = size && std::string(size) == "small";
+  const int full[][2] = {{1, 1}, {17, 1000}, {1000, 17}, {4097, 4097}};
+  const int reduced[][2] = {{1, 1}, {17, 200}, {200, 17}, {300, 300}};
+  int i = 0;
+  for (const auto& p : small ? reduced : full) {
+    ProblemShape s = base();
+    s.batch = p[0] > 2000 ? 1 : 2;
+    s.seqlen_q = p[0];
+    s.seqlen_k = p[1];
+    s.layout = (i++ % 2) ? Layout::bhsd : Layout::bshd;
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
+bool family_runs_here(const std::string& family) {
+  if (!gpu_available()) return false;
+  const DeviceInfo& d = current_device();
+  if (family == "sm90") return d.cc_major == 9 && d.cc_minor == 0;
+  return d.cc_major >= 8;
+}
+
+void prebuild(const std::vector<MatrixCase>& cases) {
+  if (!gpu_available()) return;
+  const std::string arch = current_device().arch();
+  std::vector<KernelSource> sources;
+  for (const auto& mc : cases) {
+    if (!family_runs_here(mc.family)) continue;
+    Config c = mc.config;
+    c.arch = arch;
+    sources.push_back(generate(c));
+    sources.push_back(generate_reference(c));
+  }
+  std::atomic<size_t> next{0};
+  std::mutex errors_mutex;
+  std::vector<std::string> errors;
+  unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < workers; ++w)
+    pool.emplace_back([&] {
+      for (size_t i; (i = next++) < sources.size();) {
+        try {
+          build_artifact(sources[i]);
+        } catch (const std::exception& e) {
+          std::lock_guard<std::mutex> g(errors_mutex);
+          errors.push_back(sources[i].name + ": " + e.what());
+        }
+      }
+    });
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors) ADD_FAILURE() << "prebuild failed: " << e;
+}
+
+}  // namespace flashjit::testing

@@ -1,0 +1,41 @@
+// Shared pieces of the GPU suites: skipping without a GPU, the config matrix, parallel
+// pre-building of every kernel a suite needs (NVRTC runs on all cores before the first test).
+#pragma once
+
+#include "generator/config.hpp"
+#include "runtime/harness.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace flashjit::testing {
+
+// GTEST_SKIP()s the calling test when no GPU (or no driver) is present.
+#define FLASHJIT_REQUIRE_GPU()                                                        \
+  do {                                                                                \
+    if (!::flashjit::gpu_available())                                                 \
+      GTEST_SKIP() << "no GPU: " << ::flashjit::gpu_unavailable_reason();             \
+  } while (0)
+
+struct MatrixCase {
+  std::string family;  // sm80 | sm90
+  Config config;       // arch "native"
+  std::string label;   // readable, used as the test name
+};
+
+// The correctness matrix: family x dtype x head dims x mask, with group, ragged batches and
+// layouts varied across the cases.
+std::vector<MatrixCase> correctness_matrix();
+
+// The shapes each case is checked on: lengths 1, 17, 1000, 4097 in (Sq, Sk) pairs.
+std::vector<ProblemShape> shapes_for(const MatrixCase& c, int group);
+
+// Builds (compiles or loads) every kernel and reference of `cases` in parallel.
+void prebuild(const std::vector<MatrixCase>& cases);
+
+// Whether the current GPU can run `family`.
+bool family_runs_here(const std::string& family);
+
+}  // namespace flashjit::testing
