@@ -1,0 +1,79 @@
+#include "bench/timing.hpp"
+
+#include "bench/stats.hpp"
+#include "runtime/device.hpp"
+#include "runtime/driver.hpp"
+
+#include <algorithm>
+
+namespace flashjit::bench {
+
+Timer::Timer(const TimingOptions& options) : options_(options) {
+  options_.iters = std::max(1, options_.iters);
+  options_.warmup = std::max(0, options_.warmup);
+  current_device();  // makes the primary context current
+  const DriverApi& d = driver();
+  if (options_.flush_bytes) {
+    options_.flush_bytes = (options_.flush_bytes + 3) / 4 * 4;
+    FLASHJIT_CU(d.cuMemAlloc(&scratch_, options_.flush_bytes));
+  }
+}
+
+Timer::~Timer() {
+  if (!gpu_available()) return;
+  const DriverApi& d = driver();
+  d.cuStreamSynchronize(stream_);
+  if (scratch_) d.cuMemFree(scratch_);
+}
+
+void Timer::flush(int i) {
+  if (!scratch_) return;
+  FLASHJIT_CU(driver().cuMemsetD32Async(scratch_, 0x3f800000u + unsigned(i), options_.flush_bytes / 4,
+                                        stream_));
+}
+
+TimingResult Timer::time(const Kernel& kernel, const std::vector<AttentionArgs>& sets) {
+  const DriverApi& d = driver();
+  const int n = static_cast<int>(sets.size());
+  for (int i = 0; i < options_.warmup; ++i) {
+    flush(i);
+    kernel.launch(sets[i % n], stream_);
+  }
+  std::vector<CUevent> start(options_.iters), stop(options_.iters);
+  for (int i = 0; i < options_.iters; ++i) {
+    FLASHJIT_CU(d.cuEventCreate(&start[i], CU_EVENT_DEFAULT));
+    FLASHJIT_CU(d.cuEventCreate(&stop[i], CU_EVENT_DEFAULT));
+  }
+  TimingResult r;
+  try {
+    for (int i = 0; i < options_.iters; ++i) {
+      flush(i);
+      FLASHJIT_CU(d.cuEventRecord(start[i], stream_));
+      kernel.launch(sets[(options_.warmup + i) % n], stream_);
+      FLASHJIT_CU(d.cuEventRecord(stop[i], stream_));
+    }
+    FLASHJIT_CU(d.cuStreamSynchronize(stream_));
+    for (int i = 0; i < options_.iters; ++i) {
+      float ms = 0;
+      FLASHJIT_CU(d.cuEventElapsedTime(&ms, start[i], stop[i]));
+      r.samples_ms.push_back(ms);
+    }
+  } catch (...) {
+    for (int i = 0; i < options_.iters; ++i) {
+      d.cuEventDestroy(start[i]);
+      d.cuEventDestroy(stop[i]);
+    }
+    throw;
+  }
+  for (int i = 0; i < options_.iters; ++i) {
+    d.cuEventDestroy(start[i]);
+    d.cuEventDestroy(stop[i]);
+  }
+  Summary s = summarize(r.samples_ms);
+  r.median_ms = s.median;
+  r.min_ms = s.min;
+  r.mean_ms = s.mean;
+  return r;
+}
+
+}  // namespace flashjit::bench

@@ -1,0 +1,52 @@
+// GPU timing of a kernel with CUDA events, one event pair around each launch.
+//
+// Before each launch a memset of a scratch buffer (default 256 MB) flushes L2 and keeps the GPU
+// busy while the host enqueues the launch, so the interval between the events is the kernel's
+// own run time: neither the host-side launch cost nor L2-resident inputs leak into it. The
+// inputs also rotate over several sets (bench/inputs.hpp). torch is timed the same way in
+// bench/peer_compare.py, so the comparison is like for like.
+#pragma once
+
+#include "runtime/flashjit.hpp"
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace flashjit::bench {
+
+struct TimingOptions {
+  int warmup = 10;
+  int iters = 30;
+  size_t flush_bytes = size_t(256) << 20;  // 0: no flush, launches run back to back
+};
+
+struct TimingResult {
+  double median_ms = 0;
+  double min_ms = 0;
+  double mean_ms = 0;
+  std::vector<double> samples_ms;
+};
+
+class Timer {
+ public:
+  explicit Timer(const TimingOptions& options);
+  ~Timer();
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
+
+  // Launches rotate through `sets`, on the legacy default stream: the harness's uploads and
+  // memsets (synchronous calls, on that stream too) are then ordered before every launch.
+  TimingResult time(const Kernel& kernel, const std::vector<AttentionArgs>& sets);
+  CUstream stream() const { return stream_; }
+  const TimingOptions& options() const { return options_; }
+
+ private:
+  void flush(int i);
+  TimingOptions options_;
+  CUstream stream_ = nullptr;  // the legacy default stream
+  CUdeviceptr scratch_ = 0;
+};
+
+}  // namespace flashjit::bench
