@@ -28,11 +28,13 @@ int hex_value(char c) {
   return -1;
 }
 
-// The 32 raw bytes of SHA-256(key hex + manifest + binary).
-std::string checksum(std::string_view key_hex, std::string_view manifest, std::string_view binary) {
+// The 32 raw bytes of SHA-256(header bytes 0-31 + key hex + manifest + binary): the sizes in the
+// header are covered too, so no corruption can move the manifest/binary boundary unnoticed.
+std::string checksum(std::string_view header, std::string_view key_hex, std::string_view manifest,
+                     std::string_view binary) {
   std::string data;
-  data.reserve(key_hex.size() + manifest.size() + binary.size());
-  data.append(key_hex).append(manifest).append(binary);
+  data.reserve(header.size() + key_hex.size() + manifest.size() + binary.size());
+  data.append(header).append(key_hex).append(manifest).append(binary);
   const std::string hex = sha256_hex(data);
   std::string raw(hex.size() / 2, '\0');
   for (std::size_t i = 0; i < raw.size(); ++i)
@@ -90,7 +92,7 @@ std::string encode_entry_raw(const std::string& key_hex, std::string_view manife
   put_u32(out, kHeaderSize);
   put_u64(out, manifest.size());
   put_u64(out, binary.size());
-  out += checksum(key_hex, manifest, binary);
+  out += checksum(std::string_view(out).substr(0, 32), key_hex, manifest, binary);
   out.append(manifest).append(binary);
   return out;
 }
@@ -121,7 +123,7 @@ Decoded decode_entry(std::string_view b, const std::string& key_hex) {
                 std::to_string(bsize) + " + header " + std::to_string(kHeaderSize) +
                 ") do not match the file size " + std::to_string(b.size()) + " (truncated or corrupt)");
   const std::string_view manifest = b.substr(kHeaderSize, msize), binary = b.substr(kHeaderSize + msize);
-  if (checksum(key_hex, manifest, binary) != b.substr(32, 32))
+  if (checksum(b.substr(0, 32), key_hex, manifest, binary) != b.substr(32, 32))
     return fail("checksum mismatch (corrupt, or written for a different key than " + key_hex.substr(0, 16) +
                 "...)");
   nlohmann::json parsed = nlohmann::json::parse(manifest, nullptr, /*allow_exceptions=*/false);

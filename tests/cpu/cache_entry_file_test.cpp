@@ -33,7 +33,7 @@ TEST(CacheEntryFile, LayoutIsAsDocumented) {
   EXPECT_EQ(le(b, 12, 4), 64u);
   EXPECT_EQ(le(b, 16, 8), manifest.size());
   EXPECT_EQ(le(b, 24, 8), binary.size());
-  EXPECT_EQ(hex(b.substr(32, 32)), sha256_hex(key.hex + manifest + binary));
+  EXPECT_EQ(hex(b.substr(32, 32)), sha256_hex(b.substr(0, 32) + key.hex + manifest + binary));
   EXPECT_EQ(b.substr(64, manifest.size()), manifest);
   EXPECT_EQ(b.substr(64 + manifest.size()), binary);
 

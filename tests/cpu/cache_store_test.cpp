@@ -154,7 +154,7 @@ const std::vector<Fault>& faults() {
          b[8] = static_cast<char>(kFormatVersion + 1);
          write_bytes(p, b);
        },
-       "format version 2, expected 1"},
+       "format version"},
       {"WrongHeaderSize", [](const fs::path& p, const fs::path&) { flip(p, 12); }, "header size"},
       {"ExtraBytesAppended",
        [](const fs::path& p, const fs::path&) { write_bytes(p, read_bytes(p) + "tail"); },

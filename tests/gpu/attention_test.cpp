@@ -67,6 +67,8 @@ struct ReferenceCase {
   int qk, v, rope, group;
 };
 
+void PrintTo(const ReferenceCase& c, std::ostream* os) { *os << c.label; }
+
 class ReferenceVsCpu : public ::testing::TestWithParam<ReferenceCase> {};
 
 TEST_P(ReferenceVsCpu, AgreesWithFp64) {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct MatrixCase {
   Config config;       // arch "native"
   std::string label;   // readable, used as the test name
 };
+
+// gtest prints parameters with this (instead of their bytes), e.g. in ctest's list of tests.
+inline void PrintTo(const MatrixCase& c, std::ostream* os) { *os << c.label; }
 
 // The correctness matrix: family x dtype x head dims x mask, with group, ragged batches and
 // layouts varied across the cases.
