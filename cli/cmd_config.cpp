@@ -32,7 +32,7 @@ std::vector<ConfigIssue> validate_one(const std::string& file, const std::string
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(read_config_text(file));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors and number overflow
     return {{"", file, std::string("not valid JSON: ") + e.what()}};
   }
   std::vector<std::string> removed;

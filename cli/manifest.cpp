@@ -46,7 +46,7 @@ class ManifestParser {
     ojson j;
     try {
       j = ojson::parse(text);
-    } catch (const ojson::parse_error& e) {
+    } catch (const ojson::exception& e) {
       throw UsageError(origin_ + ": not valid JSON: " + e.what());
     }
     if (!j.is_object()) throw UsageError(origin_ + ": a manifest must be a JSON object");
@@ -165,7 +165,7 @@ class ManifestParser {
     }
     try {
       out = ojson::parse(text);
-    } catch (const ojson::parse_error& e) {
+    } catch (const ojson::exception& e) {
       issue(path, p.string() + ": not valid JSON: " + e.what());
       return false;
     }

@@ -53,6 +53,7 @@ const char* to_string(Scheduler s) {
     case Scheduler::automatic: return "auto";
     case Scheduler::transient: return "transient";
     case Scheduler::persistent: return "persistent";
+    case Scheduler::dynamic: return "dynamic";
   }
   return "?";
 }
@@ -109,7 +110,8 @@ const EnumName<Family> kFamilies[] = {{Family::automatic, "auto"}, {Family::sm80
                                       {Family::sm90, "sm90"}, {Family::sm100, "sm100"}};
 const EnumName<Scheduler> kSchedulers[] = {{Scheduler::automatic, "auto"},
                                            {Scheduler::transient, "transient"},
-                                           {Scheduler::persistent, "persistent"}};
+                                           {Scheduler::persistent, "persistent"},
+                                           {Scheduler::dynamic, "dynamic"}};
 
 std::string show(const json& v) { return v.dump(); }
 
@@ -296,7 +298,7 @@ Config parse_config_text(const std::string& text, const std::string& origin) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
     throw ConfigError({{"", origin, std::string("not valid JSON: ") + e.what()}});
   }
   return parse_config(j);

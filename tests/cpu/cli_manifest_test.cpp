@@ -64,6 +64,7 @@ TEST(CliManifest, ReportsEveryProblemWithItsPlace) {
   EXPECT_TRUE(any_line(usage_lines("{\"schema\": \"flashjit.manifest.v1\"}"), "lists no kernels"));
   EXPECT_TRUE(any_line(usage_lines("[1, 2]"), "must be a JSON object"));
   EXPECT_TRUE(any_line(usage_lines("{"), "not valid JSON"));
+  EXPECT_TRUE(any_line(usage_lines("{\"schema\": 1e999}"), "not valid JSON"));
 }
 
 TEST(CliManifest, ExpandsMatricesInOrderAndExcludes) {

@@ -39,6 +39,18 @@ std::string first_message(const json& j) {
 
 TEST(Config, DefaultExampleIsValid) { EXPECT_TRUE(issues_of(base()).empty()); }
 
+// nlohmann reports a number too large for a double as out_of_range, not as a parse error.
+TEST(Config, TextThatIsNotJsonIsAConfigError) {
+  for (const char* text : {"{\"group\": ", "5E505", "{\"group\": 44E6444444444}"}) {
+    try {
+      parse_config_text(text, "input.json");
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Config, RoundTripsThroughJson) {
   Config c = parse_config(base());
   Config again = parse_config(to_json(c));
