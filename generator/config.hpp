@@ -18,7 +18,7 @@ enum class DType { bf16, fp16, e4m3, e5m2, fp32 };
 enum class Mask { none, causal, sliding_window };
 enum class ScaleGranularity { none, per_tensor, per_head, per_token };
 enum class Family { automatic, sm80, sm90, sm100 };
-enum class Scheduler { automatic, transient, persistent };
+enum class Scheduler { automatic, transient, persistent, dynamic };
 
 const char* to_string(DType);
 const char* to_string(Mask);

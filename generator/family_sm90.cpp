@@ -1,6 +1,6 @@
 // The sm90 family: Hopper forward with TMA loads on mbarrier rings, wgmma (SS for QK^T, RS for
 // PV), a producer warpgroup and 1-3 consumer warpgroups with setmaxnreg, ping-pong scheduling
-// between consumers, and transient or persistent tile schedulers.
+// between consumers, and transient, persistent or dynamic tile schedulers.
 #include "generator/emit.hpp"
 #include "generator/family.hpp"
 #include "generator/resolve.hpp"
@@ -24,10 +24,9 @@ int smem_for(const Config& c, const Sm90Tile& t) {
   using rules::align_up;
   int e = dtype_bytes(c.dtype.qkv);
   int q = align_up(t.BM() * c.head_dim.qk * e, 1024);
-  int o = align_up(t.BM() * c.head_dim.v * e, 1024);
   int k = align_up(t.BN * c.head_dim.qk * e, 1024);
   int v = align_up(t.BN * c.head_dim.v * e, 1024);
-  return std::max(q, o) + t.stages * (k + v) + kBarrierBytes;
+  return q + t.stages * (k + v) + kBarrierBytes;
 }
 
 // Registers each consumer thread gets after setmaxnreg (the producer keeps 24-56).
@@ -68,15 +67,20 @@ class Sm90Family final : public KernelFamily {
 
   void resolve_tuning(Config& c, const ArchInfo& arch) const override {
     Tuning& t = c.tuning;
-    // Three consumers (BM 192) for small head dims, where two leave the tensor cores idle
-    // during the softmax; measured on an H200: d64 non-causal 8k 520 vs 459 TFLOP/s.
+    // Three consumers (BM 192) for small head dims without a mask, where two leave the tensor
+    // cores idle during the softmax (H200, d64 non-causal 8k: 524 vs 436 TFLOP/s). Masked
+    // tiles are shorter, and BM 128 wastes less of them on the diagonal (d64 causal 512: 222
+    // vs 181; 8k: 431 vs 489; better over the grid's lengths as a whole).
     const int d = std::max(c.head_dim.qk, c.head_dim.v);
-    if (!t.consumer_warpgroups) t.consumer_warpgroups = t.BM ? std::max(1, *t.BM / 64) : d <= 64 ? 3 : 2;
+    const bool masked = c.mask != Mask::none;
+    if (!t.consumer_warpgroups)
+      t.consumer_warpgroups = t.BM ? std::max(1, *t.BM / 64) : d <= 64 && !masked ? 3 : 2;
     if (!t.BM) t.BM = 64 * *t.consumer_warpgroups;
     if (!t.num_kv_stages) t.num_kv_stages = 2;
     if (!t.BN) t.BN = pick_bn(c, arch, *t.consumer_warpgroups, *t.num_kv_stages);
-    if (!t.scheduler)
-      t.scheduler = Scheduler::persistent;
+    // Masked tiles differ in length, so CTAs draw them dynamically; equal tiles need no atomic.
+    if (!t.scheduler || *t.scheduler == Scheduler::automatic)
+      t.scheduler = c.mask == Mask::none ? Scheduler::persistent : Scheduler::dynamic;
     if (!t.pair_cta) t.pair_cta = false;
     if (!t.swizzle) t.swizzle = 128;
     if (!t.num_qk_stages) t.num_qk_stages = 1;
@@ -130,7 +134,8 @@ class Sm90Family final : public KernelFamily {
     const Tuning& t = c.tuning;
     int cwg = *t.consumer_warpgroups;
     int threads = 128 * (cwg + 1);
-    bool persistent = *t.scheduler == Scheduler::persistent;
+    bool dynamic = *t.scheduler == Scheduler::dynamic;
+    bool persistent = dynamic || *t.scheduler == Scheduler::persistent;
     KernelSource s;
     s.name = readable_name(c);
     s.arch = arch.name;
@@ -142,6 +147,7 @@ class Sm90Family final : public KernelFamily {
     s.launch.block_m = *t.BM;
     s.launch.block_n = *t.BN;
     s.launch.persistent = persistent;
+    s.launch.tile_counter = dynamic;
     s.launch.uses_tma = true;
     std::vector<int> widths = {*t.BN, c.head_dim.v};
     s.unit = emit::unit_header(s.name, c) +
@@ -151,6 +157,7 @@ class Sm90Family final : public KernelFamily {
                      {"kConsumerWarpgroups", std::to_string(cwg)},
                      {"kStages", std::to_string(*t.num_kv_stages)},
                      {"kPersistent", persistent ? "true" : "false"},
+                     {"kDynamic", dynamic ? "true" : "false"},
                      {"kProducerRegs", std::to_string(producer_regs(cwg))},
                      {"kConsumerRegs", std::to_string(consumer_regs(cwg))},
                      {"kThreads", std::to_string(threads)},
@@ -166,9 +173,13 @@ class Sm90Family final : public KernelFamily {
   int pick_bn(const Config& c, const ArchInfo& arch, int cwg, int stages) const {
     int d = std::max(c.head_dim.qk, c.head_dim.v);
     bool masked = c.mask != Mask::none;
-    // H200 sweeps (bf16, FA3 grid): d128 non-causal 8k BN 128/160/176/192 = 579/597/629/642.
+    // H200 sweeps (bf16, FA3 grid shapes, TFLOP/s at seqlen 512 / 2k / 8k / 16k):
+    //   d128 non-causal BN 128: 458 / 598 / 639 / 592, 176: 442 / 607 / 652 / 622,
+    //                   BN 192: 416 / 599 / 651 / 626;
+    //   d128 causal     BN 128: 274 / 515 / 626 / 623, 176: 249 / 498 / 638 / 665;
+    //   d256 causal     BN  80: 2k 503, 8k 709;  BN 64: 492, 654.
     int bn = d <= 64 ? (cwg == 3 ? 112 : masked ? 128 : 192)
-             : d <= 128 ? (masked ? 128 : 192) : d <= 192 ? 112 : 80;
+             : d <= 128 ? (masked ? 128 : 176) : d <= 192 ? 112 : 80;
     while (bn > 16 && (smem_for(c, {cwg, bn, stages}) > arch.max_smem_per_block ||
                        live_regs(c, bn) + kRegHeadroom > consumer_regs(cwg)))
       bn -= 16;

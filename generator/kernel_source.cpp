@@ -5,7 +5,8 @@ namespace flashjit {
 nlohmann::json to_json(const LaunchInfo& l) {
   return {{"family", l.family},       {"entry", l.entry},         {"threads", l.threads},
           {"smem_bytes", l.smem_bytes}, {"block_m", l.block_m},   {"block_n", l.block_n},
-          {"cluster_m", l.cluster_m}, {"persistent", l.persistent}, {"uses_tma", l.uses_tma}};
+          {"cluster_m", l.cluster_m}, {"persistent", l.persistent}, {"tile_counter", l.tile_counter},
+          {"uses_tma", l.uses_tma}};
 }
 
 LaunchInfo launch_info_from_json(const nlohmann::json& j) {
@@ -18,6 +19,7 @@ LaunchInfo launch_info_from_json(const nlohmann::json& j) {
   l.block_n = j.at("block_n").get<int>();
   l.cluster_m = j.at("cluster_m").get<int>();
   l.persistent = j.at("persistent").get<bool>();
+  l.tile_counter = j.at("tile_counter").get<bool>();
   l.uses_tma = j.at("uses_tma").get<bool>();
   return l;
 }

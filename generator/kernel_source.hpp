@@ -19,6 +19,8 @@ struct LaunchInfo {
   int block_n = 0;       // key rows per tile
   int cluster_m = 1;     // CTAs per cluster along M (sm90 pair_cta)
   bool persistent = false;  // grid is sized by the SM count; tiles come from the scheduler
+  bool tile_counter = false;  // the dynamic scheduler: params.tile_counter must point at an
+                              // int that is zero and not used by a concurrent launch
   bool uses_tma = false;    // host encodes the TMA descriptors in AttentionParams
 };
 nlohmann::json to_json(const LaunchInfo& l);

@@ -71,6 +71,12 @@ struct AttentionArgs {
   float softmax_scale = 0.f;  // 0: 1/sqrt(head_dim.qk)
   int window_left = -1;       // sliding_window: keys i'-left .. i'+right; -1 = unbounded
   int window_right = -1;
+
+  // Kernels with the dynamic scheduler (launch_info().tile_counter) draw tiles from a device int.
+  // Left null, flashjit uses its own per (context, stream); set it to run one kernel concurrently
+  // with itself in ways streams do not tell apart (e.g. one CUDA graph replayed on two streams at
+  // once): a 4-byte-aligned int that is zero before the launch (the kernel leaves it zero).
+  int* tile_counter = nullptr;
 };
 
 class Kernel {

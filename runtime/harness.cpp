@@ -193,11 +193,13 @@ AttentionArgs DeviceProblem::reference_args() const {
   return a;
 }
 
-void DeviceProblem::poison_outputs(CUstream) const {
+void DeviceProblem::poison_outputs(CUstream stream) const {
+  // All-ones bytes are NaN in every output dtype; sizes are whole 4-byte words (head dims are
+  // multiples of 16). On `stream`, so the poison lands before that stream's next launch.
   const DriverApi& d = driver();
-  FLASHJIT_CU(d.cuMemsetD8(o_, 0xff, size_t(rows_q_) * shape_.heads_q * config_.head_dim.v *
-                                         dtype_bytes(config_.dtype.out)));
-  FLASHJIT_CU(d.cuMemsetD8(lse_, 0xff, size_t(rows_q_) * shape_.heads_q * 4));
+  const size_t o_bytes = size_t(rows_q_) * shape_.heads_q * config_.head_dim.v * dtype_bytes(config_.dtype.out);
+  FLASHJIT_CU(d.cuMemsetD32Async(o_, 0xffffffffu, o_bytes / 4, stream));
+  FLASHJIT_CU(d.cuMemsetD32Async(lse_, 0xffffffffu, size_t(rows_q_) * shape_.heads_q, stream));
 }
 
 size_t DeviceProblem::output_elements() const {
@@ -247,7 +249,10 @@ CheckResult check_against_reference(const Kernel& kernel, const Config& config,
   reference->launch(problem.reference_args(), stream);
   kernel.launch(problem.args(), stream);
   FLASHJIT_CU(driver().cuStreamSynchronize(stream));
+  return compare_with_reference(config, problem);
+}
 
+CheckResult compare_with_reference(const Config& config, const DeviceProblem& problem) {
   CheckResult r;
   r.tolerance = tolerance_for(config.dtype.qkv);
   const auto out = problem.output();

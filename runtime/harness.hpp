@@ -85,6 +85,8 @@ double tolerance_for(DType qkv);
 // Runs the reference and `kernel` on `problem` and compares.
 CheckResult check_against_reference(const Kernel& kernel, const Config& config,
                                     DeviceProblem& problem, CUstream stream = nullptr);
+// The comparison alone, for outputs both kernels have already written (streams synchronised).
+CheckResult compare_with_reference(const Config& config, const DeviceProblem& problem);
 
 // fp64 CPU attention for small shapes: O as [rows][heads][dv]; LSE in the device's default
 // layout ([b][h][s], ragged [h][total]).

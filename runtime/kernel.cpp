@@ -8,6 +8,7 @@
 #include "runtime/device.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/launch_params.hpp"
+#include "runtime/tile_counters.hpp"
 
 #include <cstdio>
 
@@ -53,6 +54,8 @@ class LoadedKernel final : public Kernel {
     AttentionParams params = make_params(config_, li, args, device_.sm_count, geo);
     if (geo.empty) return;
     if (li.uses_tma) encode_tma_descriptors(config_, li, args, params);
+    if (li.tile_counter)
+      params.tile_counter = args.tile_counter ? args.tile_counter : tile_counter_for(device_.context, stream);
 
     CUlaunchConfig cfg = {};
     cfg.gridDimX = geo.grid[0];

@@ -76,6 +76,9 @@ AttentionParams make_params(const Config& c, const LaunchInfo& launch, const Att
     if (!c.lse && a.lse) fail("args.lse is set but the config has outputs.lse = false");
   }
 
+  if (reinterpret_cast<uintptr_t>(a.tile_counter) % alignof(int))
+    fail("args.tile_counter must be 4-byte aligned");
+
   if (c.mask != Mask::sliding_window && (a.window_left >= 0 || a.window_right >= 0))
     fail("args.window_left/right are set but the config's mask is \"" +
          std::string(to_string(c.mask)) + "\" (use \"sliding_window\")");
@@ -144,7 +147,6 @@ void encode_tma_descriptors(const Config& c, const LaunchInfo& launch, const Att
                             AttentionParams& p) {
   const bool ragged = c.varlen;
   const bool in_bf16 = c.dtype.qkv == DType::bf16;
-  const bool out_bf16 = c.dtype.out == DType::bf16;
   auto tensor = [&](const Tensor& t, bool bf16, int64_t rows, int64_t dim, int64_t heads) {
     return TmaTensor{t.data, 2, bf16, rows, dim, heads, ragged ? 1 : a.batch,
                      t.row_stride, t.head_stride, t.batch_stride};
@@ -156,7 +158,6 @@ void encode_tma_descriptors(const Config& c, const LaunchInfo& launch, const Att
   p.tma_q = encode_tma(tensor(a.q, in_bf16, rows_q, dqk, a.heads_q), launch.block_m, dqk / 64);
   p.tma_k = encode_tma(tensor(a.k, in_bf16, rows_k, dqk, a.heads_k), launch.block_n, dqk / 64);
   p.tma_v = encode_tma(tensor(a.v, in_bf16, rows_k, dv, a.heads_k), launch.block_n, dv / 64);
-  p.tma_o = encode_tma(tensor(a.o, out_bf16, rows_q, dv, a.heads_q), 64, 1);
 }
 
 }  // namespace flashjit

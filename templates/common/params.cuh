@@ -20,11 +20,10 @@ struct TensorArg {
 };
 
 struct AttentionParams {
-  // sm90 family: TMA descriptors for Q, K, V, O (and the rope parts). Zero for other families.
+  // sm90 family: TMA descriptors for Q, K, V (and the rope parts). Zero for other families.
   TmaDescriptor tma_q;
   TmaDescriptor tma_k;
   TmaDescriptor tma_v;
-  TmaDescriptor tma_o;
   TmaDescriptor tma_q_rope;
   TmaDescriptor tma_k_rope;
 
@@ -60,7 +59,8 @@ struct AttentionParams {
   float softmax_scale;
   float softmax_scale_log2;  // softmax_scale * log2(e)
 
-  // Scheduling: tiles along M per (batch, head), and the persistent grid's work counter.
+  // Scheduling: tiles along M per (batch, head), and the tile counter of the dynamic scheduler
+  // (zero before a launch, left zero after it).
   int num_m_blocks;
   int total_tiles;
   // Persistent longest-first order: heads are visited in groups of this many (batch, head) pairs

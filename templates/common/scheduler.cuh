@@ -4,6 +4,7 @@
 //   PersistentScheduler grid of about one CTA per SM; each CTA strides over the linear tile
 //                       order. With kLongestFirst each head's longest tiles come first
 //                       (causal: the last query blocks have the most keys).
+//   (sm90/dynamic_scheduler.cuh walks the same order, handing tiles out through an atomic.)
 // In both, the m blocks of a head are adjacent, and so are the heads of one batch entry, so the
 // CTAs in flight share K/V (and GQA heads their shared K/V) in L2.
 #pragma once
@@ -52,6 +53,7 @@ __device__ __forceinline__ WorkTile decode_tile(const AttentionParams& p, int ti
 template <bool kLongestFirst>
 struct TransientScheduler {
   static constexpr bool kPersistent = false;
+  static constexpr bool kDynamic = false;
   __device__ __forceinline__ SchedulerState initial(const AttentionParams&) const {
     return {0};
   }
@@ -73,6 +75,7 @@ struct TransientScheduler {
 template <bool kLongestFirst>
 struct PersistentScheduler {
   static constexpr bool kPersistent = true;
+  static constexpr bool kDynamic = false;
   __device__ __forceinline__ SchedulerState initial(const AttentionParams&) const {
     return {int(blockIdx.x)};
   }

@@ -1,9 +1,12 @@
 // sm90 forward attention: warp-specialised, TMA + wgmma (FlashAttention-3's recipe).
-//   warpgroup 0      producer: one thread issues TMA for Q and the K/V ring (setmaxnreg down)
+//   warpgroup 0      producer: warp 0 walks the tiles, its lane 0 issues TMA for Q and the K/V
+//                    ring (setmaxnreg down)
 //   warpgroups 1..C  consumers: 64 query rows each; S = Q K^T by SS-wgmma, O += P V by
 //                    RS-wgmma with P from registers (setmaxnreg up). The next tile's Q K^T is
 //                    issued before this tile's P V, so softmax overlaps the tensor cores, and
-//                    named barriers ping-pong the consumers' GEMM issue.
+//                    named barriers ping-pong the consumers' GEMM issue. Each consumer
+//                    releases Q after its last GEMM that reads it, so the next tile's Q loads
+//                    while this tile finishes and writes O from registers.
 // KV tiles are visited from the last to the first, so masked diagonal tiles come first.
 #pragma once
 
@@ -12,6 +15,7 @@
 #include "common/scheduler.cuh"
 #include "common/seqinfo.cuh"
 #include "common/types.cuh"
+#include "sm90/dynamic_scheduler.cuh"
 #include "sm90/epilogue.cuh"
 #include "sm90/pipeline.cuh"
 #include "sm90/ptx.cuh"
@@ -42,16 +46,20 @@ struct ForwardKernel {
   static constexpr int kCwg = T::kConsumerWarpgroups;
   static constexpr int kStages = T::kStages;
   static constexpr bool kLongestFirst = T::kMask == MaskKind::kCausal;
-  using Scheduler = typename Select<T::kPersistent, PersistentScheduler<kLongestFirst>,
-                                    TransientScheduler<kLongestFirst>>::type;
+  using Scheduler = typename Select<
+      T::kDynamic, DynamicScheduler<kLongestFirst, Layout>,
+      typename Select<T::kPersistent, PersistentScheduler<kLongestFirst>,
+                      TransientScheduler<kLongestFirst>>::type>::type;
   using Pipe = StageBarriers<Layout, kStages>;
   using State = PipelineState<kStages>;
 
   static constexpr u32 kQBytes = BM * DQK * sizeof(Element);
   static constexpr u32 kKBytes = BN * DQK * sizeof(Element);
   static constexpr u32 kVBytes = BN * DV * sizeof(Element);
-  static constexpr u32 kPingBarrier = 1;       // named barriers 1..kCwg
-  static constexpr u32 kEpilogueBarrier = 8;   // named barriers 8..8+kCwg-1
+  static constexpr u32 kPingBarrier = 1;  // named barriers 1..kCwg
+  // Release Q right after the last Q K^T rather than after the last P V. Not at head dim 256,
+  // where O fills the consumers' registers and the extra live state spills.
+  static constexpr bool kReleaseQEarly = DV <= 128;
 
   static_assert(T::kThreads == 128 * (kCwg + 1), "one producer warpgroup plus the consumers");
   static_assert(BM == 64 * kCwg, "each consumer warpgroup owns 64 rows");
@@ -70,39 +78,60 @@ struct ForwardKernel {
     return r;
   }
 
+  __device__ __forceinline__ static Scheduler scheduler(const Layout& smem) {
+    if constexpr (Scheduler::kDynamic) return Scheduler{smem, {}};
+    else return Scheduler{};
+  }
+
   // ---- producer ---------------------------------------------------------------------------
+
+  // Loads one tile's Q and K/V; false for a ragged entry's empty tile, which loads nothing.
+  __device__ __forceinline__ static bool produce_tile(const AttentionParams& p, const Layout& smem, const WorkTile& w,
+                                      State& kv, u32 tiles) {
+    const TileRange r = range(p, w);
+    if (r.skip) return false;
+    const int batch = T::kVarlen ? 0 : w.batch;
+    const int kv_head = w.head / T::kGroup;
+    const Pipe kpipe{smem, Layout::kKFull, Layout::kKEmpty};
+    const Pipe vpipe{smem, Layout::kVFull, Layout::kVEmpty};
+
+    const bool leader = (threadIdx.x & 31) == 0;
+    mbar_wait(smem.barrier(Layout::kQEmpty), (tiles & 1) ^ 1);
+    if (leader) {
+      mbar_arrive_expect_tx(smem.barrier(Layout::kQFull), kQBytes);
+      tma_load_5d(smem.q(), &p.tma_q, smem.barrier(Layout::kQFull), 0, r.seq.q_start + r.m0, 0,
+                  w.head, batch, policy_evict_first());
+    }
+    const u64 evict_last = policy_evict_last();
+    for (int n = r.n_max - 1; n >= r.n_min; --n) {
+      const int row = r.seq.k_start + n * BN;
+      kpipe.producer_acquire(kv, kKBytes, leader);
+      if (leader)
+        tma_load_5d(smem.k(kv.index), &p.tma_k, kpipe.full(kv.index), 0, row, 0, kv_head, batch, evict_last);
+      vpipe.producer_acquire(kv, kVBytes, leader);
+      if (leader)
+        tma_load_5d(smem.v(kv.index), &p.tma_v, vpipe.full(kv.index), 0, row, 0, kv_head, batch, evict_last);
+      kv.advance();
+    }
+    return true;
+  }
 
   __device__ static void produce(const AttentionParams& p, const Layout& smem) {
     tma_prefetch_descriptor(&p.tma_q);
     tma_prefetch_descriptor(&p.tma_k);
     tma_prefetch_descriptor(&p.tma_v);
-    const u64 evict_first = policy_evict_first();
-    const u64 evict_last = policy_evict_last();
-    const Pipe kpipe{smem, Layout::kKFull, Layout::kKEmpty};
-    const Pipe vpipe{smem, Layout::kVFull, Layout::kVEmpty};
-    const Scheduler sched;
+    Scheduler sched = scheduler(smem);
     State kv;
     u32 tiles = 0;
-    for (SchedulerState st = sched.initial(p); sched.valid(p, st); st = sched.advance(p, st)) {
-      const WorkTile w = sched.work(p, st);
-      const TileRange r = range(p, w);
-      if (r.skip) continue;
-      const int batch = T::kVarlen ? 0 : w.batch;
-      const int kv_head = w.head / T::kGroup;
-
-      mbar_wait(smem.barrier(Layout::kQEmpty), (tiles & 1) ^ 1);
-      mbar_arrive_expect_tx(smem.barrier(Layout::kQFull), kQBytes);
-      tma_load_5d(smem.q(), &p.tma_q, smem.barrier(Layout::kQFull), 0, r.seq.q_start + r.m0, 0,
-                  w.head, batch, evict_first);
-      for (int n = r.n_max - 1; n >= r.n_min; --n) {
-        const int row = r.seq.k_start + n * BN;
-        kpipe.producer_acquire(kv, kKBytes);
-        tma_load_5d(smem.k(kv.index), &p.tma_k, kpipe.full(kv.index), 0, row, 0, kv_head, batch, evict_last);
-        vpipe.producer_acquire(kv, kVBytes);
-        tma_load_5d(smem.v(kv.index), &p.tma_v, vpipe.full(kv.index), 0, row, 0, kv_head, batch, evict_last);
-        kv.advance();
+    for (SchedulerState st = sched.initial(p); sched.valid(p, st);) {
+      if constexpr (Scheduler::kDynamic) {
+        const int ticket = sched.draw(p);
+        tiles += produce_tile(p, smem, sched.work(p, st), kv, tiles);
+        st = sched.publish(ticket);
+      } else {
+        tiles += produce_tile(p, smem, sched.work(p, st), kv, tiles);
+        st = sched.advance(p, st);
       }
-      ++tiles;
     }
   }
 
@@ -134,12 +163,16 @@ struct ForwardKernel {
   __device__ __forceinline__ static void ping_arrive(int wg) {
     if constexpr (kCwg > 1) named_barrier_arrive(kPingBarrier + (wg + 1) % kCwg, 256);
   }
+  // One arrival per warp once its last Q K^T has read Q: the producer may load the next Q.
+  __device__ __forceinline__ static void release_q(const Layout& smem) {
+    if ((threadIdx.x & 31) == 0) mbar_arrive(smem.barrier(Layout::kQEmpty));
+  }
 
   __device__ static void consume(const AttentionParams& p, const Layout& smem, int wg) {
     const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31;
     const Pipe kpipe{smem, Layout::kKFull, Layout::kKEmpty};
     const Pipe vpipe{smem, Layout::kVFull, Layout::kVEmpty};
-    const Scheduler sched;
+    Scheduler sched = scheduler(smem);
     State kv;
     u32 tiles = 0;
     if (kCwg > 1 && wg == kCwg - 1) named_barrier_arrive(kPingBarrier, 256);  // consumer 0 goes first
@@ -172,6 +205,7 @@ struct ForwardKernel {
         wgmma_wait<0>();
         fence_operand(s);
         kpipe.consumer_release(kv);
+        if (kReleaseQEarly && n == r.n_min) release_q(smem);
         if (n >= r.n_unmasked_max || n < r.n_unmasked_min)
           OnlineSoftmax<BN>::apply_mask(s, mask, warp_row0, n * BN);
         softmax.update(s, p.softmax_scale_log2, correction);
@@ -182,12 +216,14 @@ struct ForwardKernel {
         kv.advance();
 
         for (n = r.n_max - 2; n >= r.n_min; --n) {
+          // Both waits before the fence: a wait loop between the fence and a wgmma makes ptxas
+          // insert another warpgroup.arrive (C7519/C7520) and serialise the two GEMMs.
           kpipe.consumer_wait(kv);
+          vpipe.consumer_wait(v_read);
           ping_sync(wg);
           wgmma_fence();
           issue_qk(s, smem, wg, kv.index);
           wgmma_commit();
-          vpipe.consumer_wait(v_read);
           issue_pv(o, pf, smem, v_read.index);
           wgmma_commit();
           ping_arrive(wg);
@@ -202,6 +238,7 @@ struct ForwardKernel {
 #pragma unroll
           for (int kk = 0; kk < BN / 16; ++kk) fence_operand(pf[kk]);
           vpipe.consumer_release(v_read);
+          if (kReleaseQEarly && n == r.n_min) release_q(smem);
           rescale_rows(o, correction);
           OnlineSoftmax<BN>::template pack_probabilities<Element>(s, pf);
           // Pin the new O and P before the next wgmma fence; otherwise the compiler sinks the
@@ -225,29 +262,12 @@ struct ForwardKernel {
         for (int kk = 0; kk < BN / 16; ++kk) fence_operand(pf[kk]);
         vpipe.consumer_release(v_read);
       }
+      if (!kReleaseQEarly || r.n_max <= r.n_min) release_q(smem);
 
       softmax.finalize();
       const float inv[2] = {softmax.inv_sum(0), softmax.inv_sum(1)};
       rescale_rows(o, inv);
-      const int wg_row0 = r.m0 + 64 * wg;
-      if constexpr (!T::kVarlen) {
-        const u32 rows = smem.q() + wg * (64 * 128);
-        store_o_smem<T>(o, rows, BM * 128);
-        fence_proxy_async();
-        named_barrier_sync(kEpilogueBarrier + wg, 128);
-        if (tid == 0) {
-#pragma unroll
-          for (int panel = 0; panel < DV / 64; ++panel)
-            tma_store_5d(&p.tma_o, rows + panel * (BM * 128), 0, wg_row0, panel, w.head, w.batch);
-          tma_store_commit();
-          tma_store_wait_read();
-          mbar_arrive(smem.barrier(Layout::kQEmpty));
-        }
-      } else {
-        store_o_global<T>(o, p, w.batch, w.head, r.seq, wg_row0);
-        named_barrier_sync(kEpilogueBarrier + wg, 128);
-        if (tid == 0) mbar_arrive(smem.barrier(Layout::kQEmpty));
-      }
+      store_o_global<T>(o, p, w.batch, w.head, r.seq, r.m0 + 64 * wg);
       if (T::kWriteLse && p.lse != nullptr && (lane & 3) == 0) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -258,7 +278,6 @@ struct ForwardKernel {
       }
       ++tiles;
     }
-    if (!T::kVarlen && tid == 0) tma_store_wait_all();
   }
 
   __device__ static void run(const AttentionParams& p) {
@@ -268,12 +287,16 @@ struct ForwardKernel {
     if (threadIdx.x == 0) {
       if (smem.base % 1024 != 0) __trap();  // 128B-swizzled tiles need 1 KB aligned bases
       mbar_init(smem.barrier(Layout::kQFull), 1);
-      mbar_init(smem.barrier(Layout::kQEmpty), kCwg);
+      mbar_init(smem.barrier(Layout::kQEmpty), 4 * kCwg);
       for (int s = 0; s < kStages; ++s) {
         mbar_init(smem.barrier(Layout::kKFull + s), 1);
         mbar_init(smem.barrier(Layout::kKEmpty + s), 4 * kCwg);
         mbar_init(smem.barrier(Layout::kVFull + s), 1);
         mbar_init(smem.barrier(Layout::kVEmpty + s), 4 * kCwg);
+      }
+      for (int s = 0; s < 2; ++s) {
+        mbar_init(smem.barrier(Layout::kTileFull + s), 1);
+        mbar_init(smem.barrier(Layout::kTileEmpty + s), 4 * kCwg);
       }
       fence_barrier_init();
     }
@@ -281,7 +304,7 @@ struct ForwardKernel {
 
     if (warpgroup == 0) {
       regs_decrease<T::kProducerRegs>();
-      if (threadIdx.x == 0) produce(p, smem);
+      if (threadIdx.x < 32) produce(p, smem);
     } else {
       regs_increase<T::kConsumerRegs>();
       consume(p, smem, warpgroup - 1);

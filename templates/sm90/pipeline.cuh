@@ -30,10 +30,11 @@ struct StageBarriers {
   __device__ __forceinline__ u32 full(int i) const { return smem.barrier(full0 + i); }
   __device__ __forceinline__ u32 empty(int i) const { return smem.barrier(empty0 + i); }
 
-  // Producer: wait until consumers released the slot, then arm it for `bytes` of TMA data.
-  __device__ __forceinline__ void producer_acquire(PipelineState<kStages> s, u32 bytes) const {
+  // Producer warp: wait until consumers released the slot; the leader lane then arms it for
+  // `bytes` of TMA data.
+  __device__ __forceinline__ void producer_acquire(PipelineState<kStages> s, u32 bytes, bool leader) const {
     mbar_wait(empty(s.index), s.phase ^ 1);
-    mbar_arrive_expect_tx(full(s.index), bytes);
+    if (leader) mbar_arrive_expect_tx(full(s.index), bytes);
   }
   // Consumer: wait for the slot's data.
   __device__ __forceinline__ void consumer_wait(PipelineState<kStages> s) const {

@@ -59,28 +59,6 @@ __device__ __forceinline__ void tma_load_5d(u32 dst, const void* desc, u32 bar, 
       : "memory");
 }
 
-__device__ __forceinline__ void tma_store_5d(const void* desc, u32 src, int c0, int c1, int c2,
-                                             int c3, int c4) {
-  asm volatile(
-      "cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];" ::"l"(desc),
-      "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
-      : "memory");
-}
-
-__device__ __forceinline__ void tma_store_commit() {
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-
-// Waits until the committed stores have completed (their global writes included).
-__device__ __forceinline__ void tma_store_wait_all() {
-  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-}
-
-// Waits until the committed stores have finished reading shared memory.
-__device__ __forceinline__ void tma_store_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-}
-
 // L2 eviction policies for the cache hint operand.
 __device__ __forceinline__ u64 policy_evict_first() {
   u64 p;
@@ -91,11 +69,6 @@ __device__ __forceinline__ u64 policy_evict_last() {
   u64 p;
   asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
   return p;
-}
-
-// Ordinary shared-memory writes become visible to the async proxy (TMA store, wgmma).
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
 // ---- named barriers and register reconfiguration ----------------------------------------------

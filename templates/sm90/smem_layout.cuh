@@ -1,11 +1,11 @@
 // Shared-memory layout of the sm90 forward kernel, every offset a compile-time constant (the
 // seeds' SM100AttentionSMem idea). Tiles are stored as the TMA box {64 columns, rows, panels}
 // writes them with 128-byte swizzle: [panel][row][64 elements], each panel rows x 128 bytes.
-//   Q/O   BM x max(dqk, dv)   (O is staged over Q for the TMA store; each consumer warpgroup
-//                              only touches its own 64 rows)
+//   Q     BM x dqk
 //   K     kStages x BN x dqk
 //   V     kStages x BN x dv
-//   mbarriers: Q full/empty, K full/empty and V full/empty per stage
+//   mbarriers: Q full/empty, K full/empty and V full/empty per stage, and the dynamic
+//   scheduler's tile ring (full/empty per slot); then its two tile-index slots
 #pragma once
 
 #include "common/types.cuh"
@@ -22,12 +22,11 @@ struct SmemLayout {
   __host__ __device__ static constexpr int align1k(int x) { return (x + 1023) / 1024 * 1024; }
 
   static constexpr int kQBytes = T::kBlockM * T::kHeadDimQK * kElementBytes;
-  static constexpr int kOBytes = T::kBlockM * T::kHeadDimV * kElementBytes;
   static constexpr int kKStageBytes = T::kBlockN * T::kHeadDimQK * kElementBytes;
   static constexpr int kVStageBytes = T::kBlockN * T::kHeadDimV * kElementBytes;
 
   static constexpr int kQOffset = 0;
-  static constexpr int kKOffset = align1k(cmax(kQBytes, kOBytes));
+  static constexpr int kKOffset = align1k(kQBytes);
   static constexpr int kVOffset = kKOffset + T::kStages * align1k(kKStageBytes);
   static constexpr int kBarrierOffset = kVOffset + T::kStages * align1k(kVStageBytes);
   static constexpr int kBarrierBytes = 1024;
@@ -40,10 +39,13 @@ struct SmemLayout {
   static constexpr int kKEmpty = kKFull + T::kStages;
   static constexpr int kVFull = kKEmpty + T::kStages;
   static constexpr int kVEmpty = kVFull + T::kStages;
-  static constexpr int kNumBarriers = kVEmpty + T::kStages;
+  static constexpr int kTileFull = kVEmpty + T::kStages;
+  static constexpr int kTileEmpty = kTileFull + 2;
+  static constexpr int kNumBarriers = kTileEmpty + 2;
+  static constexpr int kTileSlotOffset = kBarrierOffset + 512;
 
   static_assert(kTotalBytes == T::kSmemBytes, "host and device disagree on the shared-memory size");
-  static_assert(kNumBarriers * 8 <= kBarrierBytes, "too many mbarriers");
+  static_assert(kNumBarriers * 8 <= 512, "too many mbarriers");
   static_assert(T::kHeadDimQK % kPanelElems == 0 && T::kHeadDimV % kPanelElems == 0,
                 "head dims must fill whole 128-byte panels");
 
@@ -53,6 +55,7 @@ struct SmemLayout {
   __device__ __forceinline__ u32 k(int stage) const { return base + kKOffset + stage * align1k(kKStageBytes); }
   __device__ __forceinline__ u32 v(int stage) const { return base + kVOffset + stage * align1k(kVStageBytes); }
   __device__ __forceinline__ u32 barrier(int index) const { return base + kBarrierOffset + 8 * index; }
+  __device__ __forceinline__ u32 tile_slot(int i) const { return base + kTileSlotOffset + 4 * i; }
 };
 
 }  // namespace flashjit::sm90

@@ -1,0 +1,15 @@
+// Tile counters for kernels with the dynamic scheduler: one zeroed device int per (context,
+// stream), so launches that may run concurrently never share one. A launch leaves its counter
+// at zero, and launches on one stream run in order, so a stream's counter is reused as is.
+#pragma once
+
+#include <cuda.h>
+
+namespace flashjit {
+
+// The counter for `stream` in `context`; the first call for a stream allocates it and zeroes it
+// with an asynchronous memset on that stream. The per-thread default stream gets one counter
+// per calling thread.
+int* tile_counter_for(CUcontext context, CUstream stream);
+
+}  // namespace flashjit
