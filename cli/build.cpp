@@ -64,7 +64,7 @@ std::string artifact_text(const Artifact& a, const fs::path& file, const std::st
   std::string launch = l.family + ", " + std::to_string(l.threads) + " threads";
   if (l.block_m) launch += ", tile " + std::to_string(l.block_m) + "x" + std::to_string(l.block_n);
   if (l.cluster_m > 1) launch += ", cluster " + std::to_string(l.cluster_m);
-  if (l.persistent) launch += ", persistent";
+  if (l.persistent) launch += l.tile_counter ? ", persistent (dynamic tiles)" : ", persistent";
   if (l.uses_tma) launch += ", TMA";
   s += in + "launch      " + launch + "\n";
   s += in + "registers   " + std::to_string(r.registers) + " per thread\n";
