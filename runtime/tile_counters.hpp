@@ -9,7 +9,9 @@ namespace flashjit {
 
 // The counter for `stream` in `context`; the first call for a stream allocates it and zeroes it
 // with an asynchronous memset on that stream. The per-thread default stream gets one counter
-// per calling thread.
+// per calling thread. Counters are keyed by handle: a stream destroyed with kernels still
+// pending and a new stream that gets the same handle share one until those kernels finish
+// (pass AttentionArgs::tile_counter where that can happen).
 int* tile_counter_for(CUcontext context, CUstream stream);
 
 }  // namespace flashjit

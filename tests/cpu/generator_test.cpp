@@ -77,6 +77,23 @@ TEST(Generator, Sm90UnitsCarryOnlyTheWgmmaWidthsTheyUse) {
   EXPECT_EQ(s.launch.threads, 384);
 }
 
+// The runtime hands a tile counter only to kernels that say they draw from one.
+TEST(Generator, LaunchInfoNamesTheDynamicScheduler) {
+  Config c = example("causal_d128.json");
+  c.arch = "sm_90a";
+  KernelSource dynamic = generate(c);
+  EXPECT_TRUE(dynamic.launch.persistent);
+  EXPECT_TRUE(dynamic.launch.tile_counter);
+  EXPECT_NE(dynamic.unit.find("kDynamic = true"), std::string::npos);
+  c.tuning.scheduler = Scheduler::persistent;
+  KernelSource fixed = generate(c);
+  EXPECT_TRUE(fixed.launch.persistent);
+  EXPECT_FALSE(fixed.launch.tile_counter);
+  const LaunchInfo back = launch_info_from_json(to_json(dynamic.launch));
+  EXPECT_TRUE(back.tile_counter);
+  EXPECT_EQ(to_json(back), to_json(dynamic.launch));
+}
+
 TEST(Generator, ReferenceIgnoresTuningAndFamilyLimits) {
   Config c = example("default.json");
   c.tuning.BN = 999;  // invalid for the fast kernel, irrelevant to the reference

@@ -104,6 +104,32 @@ TEST(Resolve, Sm80TuningRules) {
   EXPECT_TRUE(paths.count("tuning.consumer_warpgroups"));
 }
 
+// Masked tiles differ in length, so sm90 draws them dynamically; "auto" means the family's choice.
+TEST(Resolve, SchedulerDefaultsFollowTheMask) {
+  EXPECT_EQ(*resolve(make("sm_90a", 128)).tuning.scheduler, Scheduler::persistent);
+  EXPECT_EQ(*resolve(make("sm_90a", 128, Mask::causal)).tuning.scheduler, Scheduler::dynamic);
+  EXPECT_EQ(*resolve(make("sm_90a", 64, Mask::sliding_window)).tuning.scheduler, Scheduler::dynamic);
+  EXPECT_EQ(*resolve(make("sm_80", 128, Mask::causal)).tuning.scheduler, Scheduler::transient);
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    Config c = make(arch, 128, Mask::causal);
+    c.tuning.scheduler = Scheduler::automatic;
+    EXPECT_EQ(resolve(c).tuning.scheduler, resolve(make(arch, 128, Mask::causal)).tuning.scheduler) << arch;
+  }
+  Config pinned = make("sm_90a", 128, Mask::causal);
+  pinned.tuning.scheduler = Scheduler::persistent;
+  EXPECT_EQ(*resolve(pinned).tuning.scheduler, Scheduler::persistent);
+}
+
+TEST(Resolve, Sm80HasOnlyTheTransientScheduler) {
+  for (Scheduler s : {Scheduler::persistent, Scheduler::dynamic}) {
+    Config c = make("sm_80", 128);
+    c.tuning.scheduler = s;
+    auto issues = check_config(c);
+    ASSERT_EQ(issues.size(), 1u) << to_string(s);
+    EXPECT_EQ(issues[0].path, "tuning.scheduler");
+  }
+}
+
 TEST(Resolve, IsIdempotentAndDeterministic) {
   Config c = make("sm_90a", 64, Mask::causal);
   Config r1 = resolve(c), r2 = resolve(c);
