@@ -73,6 +73,12 @@ TEST(CliConfig, ValidateReportsEveryErrorWithItsPath) {
 
   const Outcome good = cli(nullptr, {"config", "validate", kDefault});
   EXPECT_EQ(good.code, 0) << good.err;
+
+  // A number beyond double's range is reported like any other text that is not JSON.
+  const std::string huge = s.write("huge.json", R"({"group": 1e999})");
+  const Outcome h = cli(nullptr, {"config", "validate", huge});
+  EXPECT_EQ(h.code, 2);
+  EXPECT_TRUE(contains(h.err, "not valid JSON")) << h.err;
 }
 
 TEST(CliConfig, ResolveOutputIsJsonThatResolvesToItself) {
