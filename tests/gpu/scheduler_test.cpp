@@ -10,10 +10,11 @@
 namespace flashjit::testing {
 namespace {
 
-Config sm90_config(Mask mask, Scheduler scheduler, bool varlen) {
+Config sm90_config(Mask mask, Scheduler scheduler, bool varlen, int head_dim = 128, int consumers = 0) {
   Config c;
   c.arch = current_device().arch();
-  c.head_dim = {128, 128, 0};
+  c.head_dim = {head_dim, head_dim, 0};
+  if (consumers) c.tuning.consumer_warpgroups = consumers;
   c.mask = mask;
   c.varlen = varlen;
   c.lse = true;
@@ -33,6 +34,8 @@ struct ScheduleCase {
   Mask mask;
   Scheduler scheduler;
   bool varlen;
+  int head_dim = 128;
+  int consumers = 0;  // 0: the family's choice
 };
 void PrintTo(const ScheduleCase& c, std::ostream* os) { *os << c.label; }
 
@@ -41,7 +44,7 @@ class ScheduleChoice : public ::testing::TestWithParam<ScheduleCase> {};
 TEST_P(ScheduleChoice, MatchesReference) {
   REQUIRE_SM90();
   const ScheduleCase& sc = GetParam();
-  const Config c = sm90_config(sc.mask, sc.scheduler, sc.varlen);
+  const Config c = sm90_config(sc.mask, sc.scheduler, sc.varlen, sc.head_dim, sc.consumers);
   auto kernel = get_kernel(c);
   ProblemShape s;
   s.heads_q = s.heads_k = 3;
@@ -73,7 +76,10 @@ INSTANTIATE_TEST_SUITE_P(
                       ScheduleCase{"causal_dynamic_varlen", Mask::causal, Scheduler::dynamic, true},
                       ScheduleCase{"window_dynamic", Mask::sliding_window, Scheduler::dynamic, false},
                       ScheduleCase{"none_dynamic_varlen", Mask::none, Scheduler::dynamic, true},
-                      ScheduleCase{"none_transient", Mask::none, Scheduler::transient, false}),
+                      ScheduleCase{"none_transient", Mask::none, Scheduler::transient, false},
+                      // three consumer warpgroups (BM 192) and one, each drawing tiles dynamically
+                      ScheduleCase{"causal_dynamic_d64_bm192", Mask::causal, Scheduler::dynamic, true, 64, 3},
+                      ScheduleCase{"causal_dynamic_d64_bm64", Mask::causal, Scheduler::dynamic, false, 64, 1}),
     [](const ::testing::TestParamInfo<ScheduleCase>& info) { return std::string(info.param.label); });
 
 // Launches on two streams overlap; each stream has its own counter, so neither loses tiles.
