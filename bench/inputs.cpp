@@ -85,14 +85,7 @@ InputSets InputPool::prepare(const Config& c, const ProblemShape& shape) {
       a.k = view(base.k.data, off_in, shape.seqlen_k, shape.heads_k, c.head_dim.qk);
       a.v = view(base.v.data, off_in, shape.seqlen_k, shape.heads_k, c.head_dim.v);
       a.o = view(base.o.data, off_out, shape.seqlen_q, shape.heads_q, c.head_dim.v);
-      a.batch = shape.batch;
-      a.seqlen_q = shape.seqlen_q;
-      a.seqlen_k = shape.seqlen_k;
-      a.heads_q = shape.heads_q;
-      a.heads_k = shape.heads_k;
-      a.window_left = shape.window_left;
-      a.window_right = shape.window_right;
-      a.softmax_scale = shape.softmax_scale;
+      shape.apply_to(a);
       out.args.push_back(a);
     }
     out.pooled = true;

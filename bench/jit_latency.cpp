@@ -105,24 +105,25 @@ std::string base(const std::string& path) { return fs::path(path).filename().str
 
 // A config that does not build for an arch by design (e.g. one that pins the sm90 family, on
 // sm_80) is recorded as skipped, not failed.
-std::optional<std::string> unsupported(const Config& c) {
+// The config of `file` for `arch`, or nothing after recording in `r` why it was skipped.
+std::optional<Config> config_for(const std::string& file, const std::string& arch, json& r) {
+  Config c = load_config_file(file);
+  c.arch = arch;
   auto issues = check_config(c);
-  if (issues.empty()) return std::nullopt;
+  if (issues.empty()) return c;
   std::string why;
   for (const auto& i : issues) why += (why.empty() ? "" : "; ") + i.message();
-  return why;
+  r["skipped"] = why;
+  return std::nullopt;
 }
 
 // `warm`, when set, receives the entry of the last run (the hit measurements start from it).
 json cold_compile(const std::string& file, const std::string& arch, int runs, const fs::path* warm) {
   json r = {{"config", base(file)}, {"arch", arch}, {"runs", runs}};
   try {
-    Config c = load_config_file(file);
-    c.arch = arch;
-    if (auto why = unsupported(c)) {
-      r["skipped"] = *why;
-      return r;
-    }
+    const std::optional<Config> loaded = config_for(file, arch, r);
+    if (!loaded) return r;
+    const Config& c = *loaded;
     std::vector<double> gen, build, nvrtc;
     Artifact last;
     for (int i = 0; i < runs; ++i) {
@@ -168,12 +169,9 @@ json fresh_process_hit(const std::string& file, const std::string& arch, bool gp
   json r = {{"config", base(file)}, {"arch", arch}, {"runs", runs}};
   try {
     {  // warm the directory (a hit when the cold runs left the entry there)
-      Config c = load_config_file(file);
-      c.arch = arch;
-      if (auto why = unsupported(c)) {
-        r["skipped"] = *why;
-        return r;
-      }
+      const std::optional<Config> loaded = config_for(file, arch, r);
+      if (!loaded) return r;
+      const Config& c = *loaded;
       cache::DiskStore store = store_at(warm);
       r["kernel"] = build_artifact(generate(resolve(c)), store).name;
     }
@@ -214,12 +212,9 @@ json memory_hit(const std::string& file, const std::string& arch, bool gpu, int 
                 const fs::path& warm) {
   json r = {{"config", base(file)}, {"arch", arch}, {"iters", iters}};
   try {
-    Config c = load_config_file(file);
-    c.arch = arch;
-    if (auto why = unsupported(c)) {
-      r["skipped"] = *why;
-      return r;
-    }
+    const std::optional<Config> loaded = config_for(file, arch, r);
+    if (!loaded) return r;
+    const Config& c = *loaded;
     std::vector<double> per_call_us;
     if (gpu) {
       r["what"] = "get_kernel (in-memory table)";
@@ -253,12 +248,9 @@ json memory_hit(const std::string& file, const std::string& arch, bool gpu, int 
 json launch_overhead(const std::string& file, const std::string& arch, int per_batch) {
   json r = {{"config", base(file)}, {"arch", arch}};
   try {
-    Config c = load_config_file(file);
-    c.arch = arch;
-    if (auto why = unsupported(c)) {
-      r["skipped"] = *why;
-      return r;
-    }
+    const std::optional<Config> loaded = config_for(file, arch, r);
+    if (!loaded) return r;
+    const Config& c = *loaded;
     auto k = get_kernel(c);
     ProblemShape s;
     s.batch = 1;

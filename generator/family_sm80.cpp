@@ -69,7 +69,7 @@ class Sm80Family final : public KernelFamily {
       if (!t.num_warps) t.num_warps = best.BM == *t.BM ? best.warps : 4;
       if (!t.num_kv_stages) t.num_kv_stages = best.stages;
     }
-    if (!t.scheduler || *t.scheduler == Scheduler::automatic) t.scheduler = Scheduler::transient;
+    if (!t.scheduler) t.scheduler = Scheduler::transient;
   }
 
   void check_tuning(const Config& c, const ArchInfo& arch,

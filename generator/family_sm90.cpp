@@ -79,7 +79,7 @@ class Sm90Family final : public KernelFamily {
     if (!t.num_kv_stages) t.num_kv_stages = 2;
     if (!t.BN) t.BN = pick_bn(c, arch, *t.consumer_warpgroups, *t.num_kv_stages);
     // Masked tiles differ in length, so CTAs draw them dynamically; equal tiles need no atomic.
-    if (!t.scheduler || *t.scheduler == Scheduler::automatic)
+    if (!t.scheduler)
       t.scheduler = c.mask == Mask::none ? Scheduler::persistent : Scheduler::dynamic;
     if (!t.pair_cta) t.pair_cta = false;
     if (!t.swizzle) t.swizzle = 128;

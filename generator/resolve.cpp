@@ -82,6 +82,16 @@ Family choose_family(const Config& c, const ArchInfo& arch) {
   return Family::sm80;
 }
 
+// `c` with family `f` and every tuning field the family chooses filled in ("auto" counts as
+// unset, so families only see set or unset fields).
+Config with_family_tuning(const Config& c, Family f, const ArchInfo& arch) {
+  Config r = c;
+  r.tuning.family = f;
+  if (r.tuning.scheduler == Scheduler::automatic) r.tuning.scheduler.reset();
+  family(f).resolve_tuning(r, arch);
+  return r;
+}
+
 }  // namespace
 
 ArchInfo config_arch(const Config& c) {
@@ -112,10 +122,7 @@ std::vector<ConfigIssue> check_config(const Config& c) {
     issues.push_back(*why);
     return issues;
   }
-  Config r = c;
-  r.tuning.family = f;
-  fam.resolve_tuning(r, arch);
-  fam.check_tuning(r, arch, issues);
+  fam.check_tuning(with_family_tuning(c, f, arch), arch, issues);
   return issues;
 }
 
@@ -123,10 +130,7 @@ Config resolve(const Config& c) {
   auto issues = check_config(c);
   if (!issues.empty()) throw ConfigError(std::move(issues));
   ArchInfo arch = *parse_arch(c.arch);
-  Config r = c;
-  r.tuning.family = choose_family(c, arch);
-  family(*r.tuning.family).resolve_tuning(r, arch);
-  return r;
+  return with_family_tuning(c, choose_family(c, arch), arch);
 }
 
 std::string readable_name(const Config& r) {

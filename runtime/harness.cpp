@@ -169,21 +169,25 @@ AttentionArgs DeviceProblem::args() const {
     a.k_rope = tensor(k_rope_, false, h.rope);
   }
   if (config_.lse) a.lse = reinterpret_cast<float*>(lse_);
-  a.batch = shape_.batch;
-  a.seqlen_q = shape_.seqlen_q;
-  a.seqlen_k = shape_.seqlen_k;
-  a.heads_q = shape_.heads_q;
-  a.heads_k = shape_.heads_k;
+  shape_.apply_to(a);
   if (config_.varlen) {
     a.cu_seqlens_q = reinterpret_cast<const int*>(cu_q_);
     a.cu_seqlens_k = reinterpret_cast<const int*>(cu_k_);
     a.total_q = rows_q_;
     a.total_k = rows_k_;
   }
-  a.window_left = shape_.window_left;
-  a.window_right = shape_.window_right;
-  a.softmax_scale = shape_.softmax_scale;
   return a;
+}
+
+void ProblemShape::apply_to(AttentionArgs& a) const {
+  a.batch = batch;
+  a.seqlen_q = seqlen_q;
+  a.seqlen_k = seqlen_k;
+  a.heads_q = heads_q;
+  a.heads_k = heads_k;
+  a.window_left = window_left;
+  a.window_right = window_right;
+  a.softmax_scale = softmax_scale;
 }
 
 AttentionArgs DeviceProblem::reference_args() const {

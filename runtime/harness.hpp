@@ -26,6 +26,8 @@ struct ProblemShape {
   int window_right = -1;
   float softmax_scale = 0.f;
   std::string describe() const;
+  // Copies the sizes, window and scale into `a` (tensors, LSE and ragged offsets are left alone).
+  void apply_to(AttentionArgs& a) const;
 };
 
 // Device buffers of one problem for one resolved config.

@@ -79,7 +79,7 @@ struct ForwardKernel {
   }
 
   __device__ __forceinline__ static Scheduler scheduler(const Layout& smem) {
-    if constexpr (Scheduler::kDynamic) return Scheduler{smem, {}};
+    if constexpr (Scheduler::kDynamic) return Scheduler{{}, smem, {}};
     else return Scheduler{};
   }
 

@@ -17,24 +17,14 @@
 
 namespace flashjit::sm90 {
 
+// initial(), valid() and work() are the persistent scheduler's; only advancing differs.
 template <bool kLongestFirst, class Layout>
-struct DynamicScheduler {
-  static constexpr bool kPersistent = true;
+struct DynamicScheduler : PersistentScheduler<kLongestFirst> {
   static constexpr bool kDynamic = true;
   using Feed = PipelineState<2>;
 
   Layout smem;
   Feed feed;  // position in the tile ring (the producer's and each consumer's own copy)
-
-  __device__ __forceinline__ SchedulerState initial(const AttentionParams&) const {
-    return {int(blockIdx.x)};
-  }
-  __device__ __forceinline__ bool valid(const AttentionParams& p, SchedulerState s) const {
-    return s.tile < p.total_tiles;
-  }
-  __device__ __forceinline__ WorkTile work(const AttentionParams& p, SchedulerState s) const {
-    return decode_tile<kLongestFirst>(p, s.tile);
-  }
 
   // Producer warp: draw the tile after the current one. Issued before the current tile's loads
   // so the atomic's latency hides behind them.
