@@ -2,7 +2,12 @@
 // bound check on the sequence end (ragged batches pack sequences back to back, so a tile's tail
 // rows may belong to the next one). Going through registers rather than a shared-memory stage
 // and a TMA store keeps Q's buffer free: the producer loads the next tile's Q while this tile
-// finishes. Each quad of lanes writes 16 contiguous bytes of a row; L2 merges the rest.
+// finishes.
+//
+// A wgmma accumulator gives each lane of a quad 2 adjacent columns of every 8-column group. The
+// quad transposes its words by shuffles so each lane owns 8 whole columns and writes them as one
+// 16-byte store: a quarter of the store instructions, and full 32-byte sectors. With 4-byte
+// stores the epilogue took 1.4-1.8 us per d128 tile on the H200, as long as a 128x176 block.
 #pragma once
 
 #include "common/params.cuh"
@@ -11,22 +16,48 @@
 
 namespace flashjit::sm90 {
 
+// w[t] holds this lane's columns 8t + 2q, 8t + 2q + 1 of a 32-column group (q = lane % 4). On
+// return w[t] holds columns 8q + 2t, 8q + 2t + 1: lane q owns the group's columns 8q .. 8q + 7.
+__device__ __forceinline__ void quad_transpose(u32 (&w)[4], int lane) {
+  const bool hi = lane & 2, odd = lane & 1;
+  // Exchange with lane ^ 2: keep the column pair whose high bit matches ours, send the other.
+  u32 k0 = hi ? w[2] : w[0], k1 = hi ? w[3] : w[1];
+  u32 r0 = __shfl_xor_sync(0xffffffffu, hi ? w[0] : w[2], 2);
+  u32 r1 = __shfl_xor_sync(0xffffffffu, hi ? w[1] : w[3], 2);
+  // Now: k0/k1 = our rows' columns (2h, 2h+1), r0/r1 = lane^2's; h = hi. Exchange with lane ^ 1.
+  u32 a = odd ? k1 : k0, b = odd ? r1 : r0;                      // kept: column 2h + odd
+  u32 sa = __shfl_xor_sync(0xffffffffu, odd ? k0 : k1, 1);       // lane^1's value of our column
+  u32 sb = __shfl_xor_sync(0xffffffffu, odd ? r0 : r1, 1);
+  // Sources: a = lane q, sa = lane q^1, b = lane q^2, sb = lane q^3; w[t] takes lane t's word,
+  // i.e. lane q ^ x with x = t ^ q. Selects, since w[q ^ x] (a lane-dependent register index)
+  // would go to local memory: bit 0 of x picks {sa, sb} over {a, b}, bit 1 {b, sb} over {a, sa}.
+  const u32 a0 = odd ? sa : a, a1 = odd ? a : sa, b0 = odd ? sb : b, b1 = odd ? b : sb;
+  w[0] = hi ? b0 : a0;
+  w[1] = hi ? b1 : a1;
+  w[2] = hi ? a0 : b0;
+  w[3] = hi ? a1 : b1;
+}
+
 template <class T, int kRegs>
 __device__ __forceinline__ void store_o_global(const float (&o)[kRegs], const AttentionParams& p,
                                                int batch, int head, const SeqInfo& s, int row_base) {
   using Out = typename T::OutElement;
+  static_assert(kRegs % 16 == 0, "the quad transpose works on 32-column groups");
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   const int r0 = row_base + 16 * warp + (lane >> 2);
   Out* base = static_cast<Out*>(const_cast<void*>(p.o.ptr));
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = r0 + 8 * h;
-    if (row >= s.seqlen_q) continue;
     Out* dst = base + SeqInfo::offset<T::kVarlen>(p.o, batch, s.q_start, row, head);
 #pragma unroll
-    for (int j = 0; j < kRegs / 4; ++j) {
-      const int col = 8 * j + 2 * (lane & 3);
-      *reinterpret_cast<u32*>(dst + col) = pack2<Out>(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
+    for (int g = 0; g < kRegs / 16; ++g) {
+      u32 w[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) w[t] = pack2<Out>(o[16 * g + 4 * t + 2 * h], o[16 * g + 4 * t + 2 * h + 1]);
+      quad_transpose(w, lane);  // every lane takes part, also those past the sequence end
+      if (row < s.seqlen_q)
+        *reinterpret_cast<uint4*>(dst + 32 * g + 8 * (lane & 3)) = make_uint4(w[0], w[1], w[2], w[3]);
     }
   }
 }
