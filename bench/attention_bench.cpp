@@ -47,6 +47,8 @@ Config options:
   --tuning JSON      tuning overrides, e.g. '{"BN": 128}'
   --family sm80|sm90 pin the kernel family (sm80 times the portable path on Hopper; an
                      sm_80 cubin does not load on sm_90, so keep the arch native)
+  --no-seqlen-hint   keep the tiles chosen without a length (by default each point's config
+                     gets tuning.seqlen_hint from its key length, as get_kernel(config, seqlen_k))
 Timing:
   --warmup N (10)  --iters N (30)  --flush-mb MB (256; 0: no L2 flush between launches)
   --check            verify each point once against the fp32 reference first (on a problem
@@ -202,6 +204,14 @@ std::vector<BenchPoint> build_points(const Args& a) {
 }
 
 // --dry-run / --compile-only: everything up to the launch, for a named arch; no GPU.
+// What get_kernel(config, seqlen_k) does, written into the point's config so that prebuilding,
+// the report and the timed kernel all see the same tiles.
+void hint_seqlen(BenchPoint& p) {
+  json& tuning = p.config["tuning"];
+  if (tuning.is_object() && tuning.contains("seqlen_hint")) return;
+  tuning["seqlen_hint"] = *with_seqlen_hint(Config{}, p.shape.max_seqlen_k()).tuning.seqlen_hint;
+}
+
 int offline_run(const Args& a, std::vector<BenchPoint> points, bool compile) {
   std::string target = a.get_or("arch", "native");
   if (target == "native") target = "sm_90a";
@@ -376,13 +386,15 @@ int main(int argc, char** argv) {
             "kv-heads", "layout", "seqlens-q", "seqlens-k", "window-left", "window-right", "arch",
             "tuning", "family", "warmup", "iters", "flush-mb", "json", "jobs", "seed",
             "check-max-seqlen", "point-timeout"},
-           {"grid", "check", "dry-run", "compile-only", "help"});
+           {"grid", "check", "dry-run", "compile-only", "no-seqlen-hint", "help"});
     if (a.flag("help")) {
       std::cout << kUsage;
       return 0;
     }
     if (!a.positional().empty()) throw UsageError("unexpected argument \"" + a.positional()[0] + "\"");
     std::vector<BenchPoint> points = build_points(a);
+    if (!a.flag("no-seqlen-hint"))
+      for (BenchPoint& p : points) hint_seqlen(p);
     if (a.flag("dry-run") || a.flag("compile-only")) return offline_run(a, points, a.flag("compile-only"));
 
     Settings st;

@@ -37,9 +37,9 @@ int cmd_bench(const BenchOptions& o, Context& ctx) {
                      std::to_string(kMinIters) + " timed launches");
   if (o.warmup < 0) throw UsageError("--warmup " + std::to_string(o.warmup) + ": must not be negative");
   if (o.buffers < 0 || o.buffers > 64) throw UsageError("--buffers " + std::to_string(o.buffers) + ": must be 0..64");
-  GpuKernel g = prepare_gpu_kernel(o.config, o.arch);
+  GpuKernel g = prepare_gpu_kernel(o.config, o.arch, o.shape);
   const Config& c = g.config;
-  const ProblemShape shape = make_shape(o.shape, c);
+  const ProblemShape& shape = g.shape;
 
   std::vector<std::unique_ptr<DeviceProblem>> problems;
   problems.push_back(std::make_unique<DeviceProblem>(c, shape, o.seed));

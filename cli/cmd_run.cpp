@@ -19,9 +19,9 @@ namespace flashjit::cli {
 int cmd_run(const RunOptions& o, Context& ctx) {
   if (o.iters < 1) throw UsageError("--iters " + std::to_string(o.iters) + ": must be at least 1");
   if (o.warmup < 0) throw UsageError("--warmup " + std::to_string(o.warmup) + ": must not be negative");
-  GpuKernel g = prepare_gpu_kernel(o.config, o.arch);
+  GpuKernel g = prepare_gpu_kernel(o.config, o.arch, o.shape);
   const Config& c = g.config;
-  const ProblemShape shape = make_shape(o.shape, c);
+  const ProblemShape& shape = g.shape;
   if (!o.save_lse.empty() && !c.lse)
     throw UsageError("--save-lse needs a config with \"outputs\": {\"lse\": true}");
 

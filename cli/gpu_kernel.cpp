@@ -16,7 +16,8 @@ bool target_runs_on(const std::string& target, int major, int minor) {
   return minor >= a->minor;
 }
 
-GpuKernel prepare_gpu_kernel(const std::string& config_path, const std::string& arch) {
+GpuKernel prepare_gpu_kernel(const std::string& config_path, const std::string& arch,
+                             const ShapeOptions& shape) {
   Config c = load_config_input(config_path);
   if (!gpu_available()) throw NoDeviceError(gpu_unavailable_reason());
   c = with_arch(c, arch);
@@ -26,7 +27,8 @@ GpuKernel prepare_gpu_kernel(const std::string& config_path, const std::string& 
     throw UsageError("the config targets " + c.arch + ", which cannot run on " + g.device->name + " (" +
                      g.device->arch() + "); pass --arch native (or --arch " + g.device->arch() + ")");
   g.config = c;
-  g.kernel = get_kernel(c);
+  g.shape = make_shape(shape, c);
+  g.kernel = get_kernel(c, g.shape.max_seqlen_k());
   return g;
 }
 

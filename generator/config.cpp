@@ -235,6 +235,7 @@ void parse_tuning(const json& j, std::vector<ConfigIssue>& issues, Tuning& t) {
   r.read_enum("scheduler", kSchedulers, t.scheduler);
   r.read_int("consumer_warpgroups", t.consumer_warpgroups);
   r.read_int("num_warps", t.num_warps);
+  r.read_int("seqlen_hint", t.seqlen_hint);
   r.check_unknown();
 }
 
@@ -342,6 +343,7 @@ json to_json(const Config& c) {
   if (tu.scheduler) t["scheduler"] = to_string(*tu.scheduler);
   if (tu.consumer_warpgroups) t["consumer_warpgroups"] = *tu.consumer_warpgroups;
   if (tu.num_warps) t["num_warps"] = *tu.num_warps;
+  if (tu.seqlen_hint) t["seqlen_hint"] = *tu.seqlen_hint;
 
   return json{
       {"schema", kConfigSchema},

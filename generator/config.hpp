@@ -71,6 +71,9 @@ struct Tuning {
   std::optional<Scheduler> scheduler;
   std::optional<int> consumer_warpgroups;  // sm90: MMA warpgroups (BM / 64)
   std::optional<int> num_warps;            // sm80: warps per CTA
+  // The key length the kernel is expected to see: tiles left unset are chosen for it. Read by
+  // resolve() and not kept in the resolved config, which names the tiles themselves.
+  std::optional<int> seqlen_hint;
 };
 
 struct Config {

@@ -14,6 +14,14 @@ namespace {
 constexpr const char* kName = "sm90";
 constexpr int kBarrierBytes = 1024;  // mbarriers and scheduler words, kept in their own 1 KB
 
+// The expected key length, when the config gives one (tuning.seqlen_hint). Without it the
+// defaults stay those chosen over the grid's lengths as a whole.
+struct Length {
+  std::optional<int> hint;
+  bool at_most(int n) const { return hint && *hint <= n; }
+  bool at_least(int n) const { return hint && *hint >= n; }
+};
+
 struct Sm90Tile {
   int cwg, BN, stages;
   int BM() const { return 64 * cwg; }
@@ -69,12 +77,16 @@ class Sm90Family final : public KernelFamily {
     Tuning& t = c.tuning;
     // Three consumers (BM 192) for small head dims without a mask, where two leave the tensor
     // cores idle during the softmax (H200, d64 non-causal 8k: 524 vs 436 TFLOP/s). Masked
-    // tiles are shorter, and BM 128 wastes less of them on the diagonal (d64 causal 512: 222
-    // vs 181; 8k: 431 vs 489; better over the grid's lengths as a whole).
+    // tiles are shorter, and BM 128 wastes less of them on the diagonal. With a length hint
+    // (H200, bf16, 2026-11-30, TFLOP/s): d64 non-causal up to 1k takes BM 128 (512: 355 vs
+    // 309; 2k: 421 vs 450), d64 causal from 4k BM 192 (8k: 489 vs 433; 1k: 252 vs 309).
     const int d = std::max(c.head_dim.qk, c.head_dim.v);
     const bool masked = c.mask != Mask::none;
+    const Length len{t.seqlen_hint};
     if (!t.consumer_warpgroups)
-      t.consumer_warpgroups = t.BM ? std::max(1, *t.BM / 64) : d <= 64 && !masked ? 3 : 2;
+      t.consumer_warpgroups = t.BM ? std::max(1, *t.BM / 64)
+                              : d <= 64 ? (masked ? (len.at_least(4096) ? 3 : 2) : (len.at_most(1024) ? 2 : 3))
+                                        : 2;
     if (!t.BM) t.BM = 64 * *t.consumer_warpgroups;
     if (!t.num_kv_stages) t.num_kv_stages = 2;
     if (!t.BN) t.BN = pick_bn(c, arch, *t.consumer_warpgroups, *t.num_kv_stages);
@@ -173,13 +185,19 @@ class Sm90Family final : public KernelFamily {
   int pick_bn(const Config& c, const ArchInfo& arch, int cwg, int stages) const {
     int d = std::max(c.head_dim.qk, c.head_dim.v);
     bool masked = c.mask != Mask::none;
+    const Length len{c.tuning.seqlen_hint};
     // H200 sweeps (bf16, FA3 grid shapes, TFLOP/s at seqlen 512 / 2k / 8k / 16k):
     //   d128 non-causal BN 128: 458 / 598 / 639 / 592, 176: 442 / 607 / 652 / 622,
     //                   BN 192: 416 / 599 / 651 / 626;
     //   d128 causal     BN 128: 274 / 515 / 626 / 623, 176: 249 / 498 / 638 / 665;
     //   d256 causal     BN  80: 2k 503, 8k 709;  BN 64: 492, 654.
-    int bn = d <= 64 ? (cwg == 3 ? 112 : masked ? 128 : 192)
-             : d <= 128 ? (masked ? 128 : 176) : d <= 192 ? 112 : 80;
+    // With a length hint (2026-11-30, 16-byte-store epilogue): d128 non-causal up to 512 takes
+    // BN 128 (478 vs 465; 1k: 559 vs 566), d128 causal from 8k BN 176 (648 vs 635; 1k: 393 vs
+    // 425), d256 causal up to 1k BN 64 (512: 271 vs 246; 2k: 519 vs 526).
+    int bn = d <= 64    ? (cwg == 3 ? 112 : masked || len.at_most(1024) ? 128 : 192)
+             : d <= 128 ? (masked ? (len.at_least(8192) ? 176 : 128) : (len.at_most(512) ? 128 : 176))
+             : d <= 192 ? 112
+                        : (masked && len.at_most(1024) ? 64 : 80);
     while (bn > 16 && (smem_for(c, {cwg, bn, stages}) > arch.max_smem_per_block ||
                        live_regs(c, bn) + kRegHeadroom > consumer_regs(cwg)))
       bn -= 16;

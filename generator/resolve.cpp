@@ -49,6 +49,9 @@ void check_common(const Config& c, std::vector<ConfigIssue>& out) {
       bad("dtype.rope", quoted(to_string(*d.rope)), "must be bf16, fp16, or the same as dtype.qkv");
   }
 
+  if (c.tuning.seqlen_hint && *c.tuning.seqlen_hint < 1)
+    bad("tuning.seqlen_hint", num(*c.tuning.seqlen_hint), "must be at least 1 (a key length)");
+
   if (c.group < 1 || c.group > 256)
     bad("group", num(c.group), "query heads per KV head must be between 1 and 256");
 
@@ -83,12 +86,14 @@ Family choose_family(const Config& c, const ArchInfo& arch) {
 }
 
 // `c` with family `f` and every tuning field the family chooses filled in ("auto" counts as
-// unset, so families only see set or unset fields).
+// unset, so families only see set or unset fields). The length hint is spent here: configs
+// that resolve to the same tiles are the same kernel.
 Config with_family_tuning(const Config& c, Family f, const ArchInfo& arch) {
   Config r = c;
   r.tuning.family = f;
   if (r.tuning.scheduler == Scheduler::automatic) r.tuning.scheduler.reset();
   family(f).resolve_tuning(r, arch);
+  r.tuning.seqlen_hint.reset();
   return r;
 }
 
@@ -124,6 +129,14 @@ std::vector<ConfigIssue> check_config(const Config& c) {
   }
   fam.check_tuning(with_family_tuning(c, f, arch), arch, issues);
   return issues;
+}
+
+Config with_seqlen_hint(Config c, int64_t seqlen_k) {
+  if (c.tuning.seqlen_hint) return c;
+  int64_t bucket = 16;
+  while (bucket < seqlen_k && bucket < (int64_t{1} << 30)) bucket *= 2;
+  c.tuning.seqlen_hint = static_cast<int>(bucket);
+  return c;
 }
 
 Config resolve(const Config& c) {

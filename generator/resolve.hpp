@@ -20,6 +20,10 @@ std::vector<ConfigIssue> check_config(const Config& c);
 // all broken rules.
 Config resolve(const Config& c);
 
+// `c` with tuning.seqlen_hint set for key length `seqlen_k`, rounded up to a power of two (at
+// least 16) so that nearby lengths make one config; a hint the config already has is kept.
+Config with_seqlen_hint(Config c, int64_t seqlen_k);
+
 // The arch of a config, parsed; throws ConfigError naming `arch` when it is not a valid target.
 ArchInfo config_arch(const Config& c);
 

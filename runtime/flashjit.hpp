@@ -93,6 +93,10 @@ class Kernel {
 
 // The fast kernel for `config` on the current device ("arch": "native" is resolved there).
 std::shared_ptr<const Kernel> get_kernel(const Config& config);
+// The same, with tiles chosen for key length `seqlen_k` (the config's tuning.seqlen_hint
+// unless it sets one). Lengths are rounded up to a power of two, so nearby lengths share a
+// kernel; configs that resolve to the same tiles share one in any case.
+std::shared_ptr<const Kernel> get_kernel(const Config& config, int64_t seqlen_k);
 // The fp32 reference kernel for the same problem: writes fp32 O (args.o) and the LSE.
 std::shared_ptr<const Kernel> get_reference_kernel(const Config& config);
 

@@ -179,6 +179,11 @@ AttentionArgs DeviceProblem::args() const {
   return a;
 }
 
+int ProblemShape::max_seqlen_k() const {
+  if (seqlens_k.empty()) return seqlen_k;
+  return *std::max_element(seqlens_k.begin(), seqlens_k.end());
+}
+
 void ProblemShape::apply_to(AttentionArgs& a) const {
   a.batch = batch;
   a.seqlen_q = seqlen_q;

@@ -26,6 +26,7 @@ struct ProblemShape {
   int window_right = -1;
   float softmax_scale = 0.f;
   std::string describe() const;
+  int max_seqlen_k() const;  // the longest key sequence (ragged: over the batch)
   // Copies the sizes, window and scale into `a` (tensors, LSE and ragged offsets are left alone).
   void apply_to(AttentionArgs& a) const;
 };

@@ -105,14 +105,24 @@ Config for_device(Config c, const DeviceInfo& dev) {
 
 }  // namespace
 
+// Two levels: a config as given (one lookup on the warm path), then its resolved form, so
+// configs that differ only in what resolve() fills in share one loaded module.
 std::shared_ptr<const Kernel> get_kernel(const Config& config) {
   const DeviceInfo& dev = current_device();
   Config c = for_device(config, dev);
-  return table().get_or_create(memo_key(dev, c, "fwd"), [&] {
+  return table().get_or_create(memo_key(dev, c, "cfg"), [&] {
     Config resolved = resolve(c);
-    Artifact a = build_artifact(generate(resolved));
-    return std::make_shared<const LoadedKernel>(std::move(a), std::move(resolved), dev);
+    return table().get_or_create(memo_key(dev, resolved, "fwd"), [&] {
+      Artifact a = build_artifact(generate(resolved));
+      return std::make_shared<const LoadedKernel>(std::move(a), std::move(resolved), dev);
+    });
   });
+}
+
+std::shared_ptr<const Kernel> get_kernel(const Config& config, int64_t seqlen_k) {
+  if (seqlen_k < 1)
+    throw ArgumentError("flashjit get_kernel: seqlen_k = " + std::to_string(seqlen_k) + ": must be at least 1");
+  return get_kernel(with_seqlen_hint(config, seqlen_k));
 }
 
 std::shared_ptr<const Kernel> get_reference_kernel(const Config& config) {

@@ -181,6 +181,19 @@ TEST(Config, GroupRange) {
   EXPECT_TRUE(issues_of(j).empty());
 }
 
+TEST(Config, SeqlenHintMustBeALength) {
+  json j = base();
+  j["tuning"] = {{"seqlen_hint", 0}};
+  EXPECT_TRUE(has_issue(issues_of(j), "tuning.seqlen_hint"));
+  j["tuning"]["seqlen_hint"] = "long";
+  EXPECT_TRUE(has_issue(issues_of(j), "tuning.seqlen_hint"));
+  j["tuning"]["seqlen_hint"] = 512;
+  EXPECT_TRUE(issues_of(j).empty());
+  Config c = parse_config(j);
+  EXPECT_EQ(c.tuning.seqlen_hint, 512);
+  EXPECT_EQ(canonical_json(parse_config(to_json(c))), canonical_json(c));
+}
+
 TEST(Config, UnimplementedFeaturesAreRejectedByName) {
   json paged = base();
   paged["kv_layout"] = {{"paged", true}, {"page_size", 64}};

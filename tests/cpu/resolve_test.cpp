@@ -120,6 +120,58 @@ TEST(Resolve, SchedulerDefaultsFollowTheMask) {
   EXPECT_EQ(*resolve(pinned).tuning.scheduler, Scheduler::persistent);
 }
 
+Config hinted(const char* arch, int d, Mask mask, int seqlen) {
+  Config c = make(arch, d, mask);
+  c.tuning.seqlen_hint = seqlen;
+  return c;
+}
+
+// The documented length rules of the sm90 family (docs/config.md, tuning.seqlen_hint).
+TEST(Resolve, Sm90TilesFollowTheLengthHint) {
+  struct Case { int d; Mask mask; int seqlen; int BM, BN; };
+  const Case cases[] = {
+      {64, Mask::none, 512, 128, 128},     {64, Mask::none, 1024, 128, 128},
+      {64, Mask::none, 2048, 192, 112},    {64, Mask::causal, 2048, 128, 128},
+      {64, Mask::causal, 4096, 192, 112},  {128, Mask::none, 512, 128, 128},
+      {128, Mask::none, 1024, 128, 176},   {128, Mask::causal, 4096, 128, 128},
+      {128, Mask::causal, 8192, 128, 176}, {256, Mask::causal, 1024, 128, 64},
+      {256, Mask::causal, 2048, 128, 80},  {256, Mask::none, 512, 128, 80},
+  };
+  for (const Case& k : cases) {
+    Config r = resolve(hinted("sm_90a", k.d, k.mask, k.seqlen));
+    EXPECT_EQ(*r.tuning.BM, k.BM) << "d" << k.d << " " << to_string(k.mask) << " " << k.seqlen;
+    EXPECT_EQ(*r.tuning.BN, k.BN) << "d" << k.d << " " << to_string(k.mask) << " " << k.seqlen;
+  }
+}
+
+// The hint is spent by resolution: the resolved config names tiles, so hints that lead to the
+// same tiles give one kernel, and pinned tiles win over the hint.
+TEST(Resolve, LengthHintIsNotKeptAndDoesNotOverridePinnedTiles) {
+  Config a = resolve(hinted("sm_90a", 128, Mask::none, 2048));
+  EXPECT_FALSE(a.tuning.seqlen_hint.has_value());
+  EXPECT_EQ(canonical_json(a), canonical_json(resolve(hinted("sm_90a", 128, Mask::none, 8192))));
+  EXPECT_EQ(canonical_json(a), canonical_json(resolve(make("sm_90a", 128))));
+  Config pinned = hinted("sm_90a", 64, Mask::none, 512);
+  pinned.tuning.BM = 192;
+  Config r = resolve(pinned);
+  EXPECT_EQ(*r.tuning.BM, 192);
+  EXPECT_EQ(*r.tuning.BN, 112);
+  // sm80 accepts the hint and keeps its own tiles.
+  EXPECT_EQ(canonical_json(resolve(hinted("sm_80", 128, Mask::causal, 512))),
+            canonical_json(resolve(make("sm_80", 128, Mask::causal))));
+}
+
+TEST(Resolve, LengthsRoundUpToAPowerOfTwo) {
+  EXPECT_EQ(with_seqlen_hint(Config{}, 1).tuning.seqlen_hint, 16);
+  EXPECT_EQ(with_seqlen_hint(Config{}, 512).tuning.seqlen_hint, 512);
+  EXPECT_EQ(with_seqlen_hint(Config{}, 513).tuning.seqlen_hint, 1024);
+  EXPECT_EQ(with_seqlen_hint(Config{}, 100000).tuning.seqlen_hint, 131072);
+  EXPECT_EQ(with_seqlen_hint(Config{}, int64_t{1} << 40).tuning.seqlen_hint, 1 << 30);
+  Config c;
+  c.tuning.seqlen_hint = 700;
+  EXPECT_EQ(with_seqlen_hint(c, 100000).tuning.seqlen_hint, 700);
+}
+
 TEST(Resolve, Sm80HasOnlyTheTransientScheduler) {
   for (Scheduler s : {Scheduler::persistent, Scheduler::dynamic}) {
     Config c = make("sm_80", 128);
