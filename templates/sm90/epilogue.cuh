@@ -46,19 +46,26 @@ __device__ __forceinline__ void store_o_global(const float (&o)[kRegs], const At
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   const int r0 = row_base + 16 * warp + (lane >> 2);
   Out* base = static_cast<Out*>(const_cast<void*>(p.o.ptr));
+  // Every word is packed and transposed before the first store: a store holds its source
+  // registers until the memory pipe has read them, and reusing them stalled the epilogue.
+  u32 w[2][kRegs / 16][4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int g = 0; g < kRegs / 16; ++g) {
+#pragma unroll
+      for (int t = 0; t < 4; ++t)
+        w[h][g][t] = pack2<Out>(o[16 * g + 4 * t + 2 * h], o[16 * g + 4 * t + 2 * h + 1]);
+      quad_transpose(w[h][g], lane);  // every lane takes part, also those past the sequence end
+    }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = r0 + 8 * h;
-    Out* dst = base + SeqInfo::offset<T::kVarlen>(p.o, batch, s.q_start, row, head);
+    if (row >= s.seqlen_q) continue;
+    Out* dst = base + SeqInfo::offset<T::kVarlen>(p.o, batch, s.q_start, row, head) + 8 * (lane & 3);
 #pragma unroll
-    for (int g = 0; g < kRegs / 16; ++g) {
-      u32 w[4];
-#pragma unroll
-      for (int t = 0; t < 4; ++t) w[t] = pack2<Out>(o[16 * g + 4 * t + 2 * h], o[16 * g + 4 * t + 2 * h + 1]);
-      quad_transpose(w, lane);  // every lane takes part, also those past the sequence end
-      if (row < s.seqlen_q)
-        *reinterpret_cast<uint4*>(dst + 32 * g + 8 * (lane & 3)) = make_uint4(w[0], w[1], w[2], w[3]);
-    }
+    for (int g = 0; g < kRegs / 16; ++g)
+      *reinterpret_cast<uint4*>(dst + 32 * g) = make_uint4(w[h][g][0], w[h][g][1], w[h][g][2], w[h][g][3]);
   }
 }
 
