@@ -100,6 +100,23 @@ TEST(CliConfig, ResolveOutputIsJsonThatResolvesToItself) {
   }
 }
 
+// A length hint picks the tiles and is spent: the resolved config names the tiles only.
+TEST(CliConfig, ResolveSpendsTheLengthHint) {
+  Scratch s;
+  const std::string cfg = s.write("short.json", R"({"schema": "flashjit.attention.v1", "arch": "sm_90a",
+      "dtype": {"qkv": "bf16", "out": "bf16"}, "head_dim": {"qk": 64, "v": 64}, "mask": "none",
+      "tuning": {"seqlen_hint": 512}})");
+  const Outcome o = cli(nullptr, {"config", "resolve", cfg});
+  ASSERT_EQ(o.code, 0) << o.err;
+  const json t = json::parse(o.out)["tuning"];
+  EXPECT_FALSE(t.contains("seqlen_hint")) << t;
+  EXPECT_EQ(t["BM"], 128);
+  EXPECT_EQ(t["BN"], 128);
+  const Outcome bad = cli(nullptr, {"config", "validate", s.write("bad.json", R"({"tuning": {"seqlen_hint": -4}})")});
+  EXPECT_NE(bad.code, 0);
+  EXPECT_TRUE(contains(bad.err + bad.out, "tuning.seqlen_hint")) << bad.err << bad.out;
+}
+
 TEST(CliConfig, SchemaCoversEveryField) {
   const Outcome o = cli(nullptr, {"config", "schema"});
   ASSERT_EQ(o.code, 0);

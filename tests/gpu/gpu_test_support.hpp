@@ -20,6 +20,14 @@ namespace flashjit::testing {
       GTEST_SKIP() << "no GPU: " << ::flashjit::gpu_unavailable_reason();             \
   } while (0)
 
+// Also skips when the GPU cannot run the sm90 family (it needs sm_90).
+#define FLASHJIT_REQUIRE_SM90()                                               \
+  do {                                                                        \
+    FLASHJIT_REQUIRE_GPU();                                                   \
+    if (!::flashjit::testing::family_runs_here("sm90"))                       \
+      GTEST_SKIP() << "sm90 kernels do not run here";                         \
+  } while (0)
+
 struct MatrixCase {
   std::string family;  // sm80 | sm90
   Config config;       // arch "native"

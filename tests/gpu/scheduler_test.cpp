@@ -23,12 +23,6 @@ Config sm90_config(Mask mask, Scheduler scheduler, bool varlen, int head_dim = 1
   return c;
 }
 
-#define REQUIRE_SM90()                                                            \
-  do {                                                                            \
-    FLASHJIT_REQUIRE_GPU();                                                       \
-    if (!family_runs_here("sm90")) GTEST_SKIP() << "sm90 kernels do not run here"; \
-  } while (0)
-
 struct ScheduleCase {
   const char* label;
   Mask mask;
@@ -42,7 +36,7 @@ void PrintTo(const ScheduleCase& c, std::ostream* os) { *os << c.label; }
 class ScheduleChoice : public ::testing::TestWithParam<ScheduleCase> {};
 
 TEST_P(ScheduleChoice, MatchesReference) {
-  REQUIRE_SM90();
+  FLASHJIT_REQUIRE_SM90();
   const ScheduleCase& sc = GetParam();
   const Config c = sm90_config(sc.mask, sc.scheduler, sc.varlen, sc.head_dim, sc.consumers);
   auto kernel = get_kernel(c);
@@ -84,7 +78,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Launches on two streams overlap; each stream has its own counter, so neither loses tiles.
 TEST(DynamicScheduler, ConcurrentStreamsKeepTheirTiles) {
-  REQUIRE_SM90();
+  FLASHJIT_REQUIRE_SM90();
   const DriverApi& d = driver();
   const Config c = sm90_config(Mask::causal, Scheduler::dynamic, false);
   auto kernel = get_kernel(c);
@@ -116,7 +110,7 @@ TEST(DynamicScheduler, ConcurrentStreamsKeepTheirTiles) {
 
 // A caller-supplied counter is used, and each launch leaves it at zero.
 TEST(DynamicScheduler, CallerCounterIsLeftAtZero) {
-  REQUIRE_SM90();
+  FLASHJIT_REQUIRE_SM90();
   const DriverApi& d = driver();
   const Config c = sm90_config(Mask::causal, Scheduler::dynamic, false);
   auto kernel = get_kernel(c);

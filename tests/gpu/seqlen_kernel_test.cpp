@@ -9,12 +9,6 @@
 namespace flashjit::testing {
 namespace {
 
-#define REQUIRE_SM90()                                                            \
-  do {                                                                            \
-    FLASHJIT_REQUIRE_GPU();                                                       \
-    if (!family_runs_here("sm90")) GTEST_SKIP() << "sm90 kernels do not run here"; \
-  } while (0)
-
 Config config_for(int head_dim, Mask mask) {
   Config c;
   c.arch = current_device().arch();
@@ -35,7 +29,7 @@ void PrintTo(const LengthCase& c, std::ostream* os) { *os << c.label; }
 class KernelForLength : public ::testing::TestWithParam<LengthCase> {};
 
 TEST_P(KernelForLength, MatchesReference) {
-  REQUIRE_SM90();
+  FLASHJIT_REQUIRE_SM90();
   const LengthCase& lc = GetParam();
   auto kernel = get_kernel(config_for(lc.head_dim, lc.mask), lc.seqlen);
   ProblemShape s;
@@ -60,7 +54,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<LengthCase>& info) { return std::string(info.param.label); });
 
 TEST(KernelForLength, NearbyLengthsShareAKernel) {
-  REQUIRE_SM90();
+  FLASHJIT_REQUIRE_SM90();
   const Config c = config_for(64, Mask::none);
   auto a = get_kernel(c, 600), b = get_kernel(c, 1024);
   EXPECT_EQ(a.get(), b.get());
@@ -74,7 +68,7 @@ TEST(KernelForLength, NearbyLengthsShareAKernel) {
 }
 
 TEST(KernelForLength, NonPositiveLengthIsAnArgumentError) {
-  REQUIRE_SM90();
+  FLASHJIT_REQUIRE_SM90();
   EXPECT_THROW(get_kernel(config_for(128, Mask::none), 0), ArgumentError);
 }
 
