@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 namespace flashjit {
 namespace {
 
@@ -15,6 +18,13 @@ Config make(const char* arch, int d, Mask mask = Mask::none) {
   c.head_dim = {d, d, 0};
   c.mask = mask;
   return c;
+}
+
+// The JSON paths of the rules `c` breaks.
+std::set<std::string> issue_paths(const Config& c) {
+  std::set<std::string> paths;
+  for (const auto& i : check_config(c)) paths.insert(i.path);
+  return paths;
 }
 
 TEST(Resolve, Sm90aPicksTheSm90Family) {
@@ -83,9 +93,7 @@ TEST(Resolve, Sm90TuningRules) {
   c.tuning.consumer_warpgroups = 3;
   c.tuning.BN = 100;
   c.tuning.num_warps = 4;
-  auto issues = check_config(c);
-  std::set<std::string> paths;
-  for (auto& i : issues) paths.insert(i.path);
+  const auto paths = issue_paths(c);
   EXPECT_TRUE(paths.count("tuning.BM"));
   EXPECT_TRUE(paths.count("tuning.BN"));
   EXPECT_TRUE(paths.count("tuning.num_warps"));
@@ -96,9 +104,7 @@ TEST(Resolve, Sm80TuningRules) {
   c.tuning.BM = 96;
   c.tuning.num_warps = 6;
   c.tuning.consumer_warpgroups = 2;
-  auto issues = check_config(c);
-  std::set<std::string> paths;
-  for (auto& i : issues) paths.insert(i.path);
+  const auto paths = issue_paths(c);
   EXPECT_TRUE(paths.count("tuning.BM"));
   EXPECT_TRUE(paths.count("tuning.num_warps"));
   EXPECT_TRUE(paths.count("tuning.consumer_warpgroups"));
