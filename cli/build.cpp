@@ -65,7 +65,7 @@ std::string artifact_text(const Artifact& a, const fs::path& file, const std::st
   if (l.block_m) launch += ", tile " + std::to_string(l.block_m) + "x" + std::to_string(l.block_n);
   if (l.cluster_m > 1) launch += ", cluster " + std::to_string(l.cluster_m);
   if (l.persistent) launch += l.tile_counter ? ", persistent (dynamic tiles)" : ", persistent";
-  if (l.uses_tma) launch += ", TMA";
+  if (l.uses_tma) launch += l.tma_store_o ? ", TMA (O stored by TMA)" : ", TMA";
   s += in + "launch      " + launch + "\n";
   s += in + "registers   " + std::to_string(r.registers) + " per thread\n";
   s += in + "spills      " + std::to_string(r.spill_stores) + " B stored, " + std::to_string(r.spill_loads) +

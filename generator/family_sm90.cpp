@@ -28,14 +28,27 @@ struct Sm90Tile {
 };
 
 // Must match templates/sm90/smem_layout.cuh (the device side static_asserts the total).
-int smem_for(const Config& c, const Sm90Tile& t) {
+// O slabs: one 64 x dv block per consumer warpgroup, the source of its TMA store.
+int smem_for(const Config& c, const Sm90Tile& t, bool o_slabs) {
   using rules::align_up;
   int e = dtype_bytes(c.dtype.qkv);
   int q = align_up(t.BM() * c.head_dim.qk * e, 1024);
   int k = align_up(t.BN * c.head_dim.qk * e, 1024);
   int v = align_up(t.BN * c.head_dim.v * e, 1024);
-  return q + t.stages * (k + v) + kBarrierBytes;
+  int o = o_slabs ? t.cwg * 64 * c.head_dim.v * dtype_bytes(c.dtype.out) : 0;
+  return q + t.stages * (k + v) + o + kBarrierBytes;
 }
+
+// O leaves through a shared-memory slab per consumer and a TMA store, which frees the consumers
+// after a few hundred cycles instead of a microsecond of global stores. Not for ragged batches
+// (a TMA store cannot stop at a sequence end inside the packed rows), nor where the slabs do not
+// fit beside Q and the K/V ring: then O is stored from registers.
+bool tma_store_o(const Config& c, const Sm90Tile& t) {
+  const auto arch = parse_arch(c.arch);
+  return !c.varlen && arch && smem_for(c, t, true) <= arch->max_smem_per_block;
+}
+// What the kernel allocates: O slabs only where they fit beside Q and the K/V ring.
+int smem_for(const Config& c, const Sm90Tile& t) { return smem_for(c, t, tma_store_o(c, t)); }
 
 // Registers each consumer thread gets after setmaxnreg (the producer keeps 24-56).
 int consumer_regs(int cwg) { return cwg == 1 ? 256 : cwg == 2 ? 240 : 160; }
@@ -161,6 +174,7 @@ class Sm90Family final : public KernelFamily {
     s.launch.persistent = persistent;
     s.launch.tile_counter = dynamic;
     s.launch.uses_tma = true;
+    s.launch.tma_store_o = tma_store_o(c, {cwg, *t.BN, *t.num_kv_stages});
     std::vector<int> widths = {*t.BN, c.head_dim.v};
     s.unit = emit::unit_header(s.name, c) +
              emit::traits_struct(
@@ -170,6 +184,7 @@ class Sm90Family final : public KernelFamily {
                      {"kStages", std::to_string(*t.num_kv_stages)},
                      {"kPersistent", persistent ? "true" : "false"},
                      {"kDynamic", dynamic ? "true" : "false"},
+                     {"kTmaStoreO", s.launch.tma_store_o ? "true" : "false"},
                      {"kProducerRegs", std::to_string(producer_regs(cwg))},
                      {"kConsumerRegs", std::to_string(consumer_regs(cwg))},
                      {"kThreads", std::to_string(threads)},
@@ -191,11 +206,13 @@ class Sm90Family final : public KernelFamily {
     //                   BN 192: 416 / 599 / 651 / 626;
     //   d128 causal     BN 128: 274 / 515 / 626 / 623, 176: 249 / 498 / 638 / 665;
     //   d256 causal     BN  80: 2k 503, 8k 709;  BN 64: 492, 654.
-    // With a length hint (2026-11-30, 16-byte-store epilogue): d128 non-causal up to 512 takes
-    // BN 128 (478 vs 465; 1k: 559 vs 566), d128 causal from 8k BN 176 (648 vs 635; 1k: 393 vs
-    // 425), d256 causal up to 1k BN 64 (512: 271 vs 246; 2k: 519 vs 526).
+    // With a length hint (2026-11-30): d128 non-causal up to 2k takes BN 128, whose O slabs fit
+    // for the TMA-store epilogue (1k: 596 vs 571 for BN 176 from registers, 2k: 635 vs 626; 8k:
+    // 666 vs 654, within run-to-run spread, so the default stays); d128 causal from 8k BN 176
+    // (648 vs 635; 1k: 393 vs 425); d256 causal up to 1k BN 64 (512: 271 vs 246; 2k: 519 vs
+    // 526; BN 48, where O slabs fit, is slower: 272 at 512, 505 at 2k).
     int bn = d <= 64    ? (cwg == 3 ? 112 : masked || len.at_most(1024) ? 128 : 192)
-             : d <= 128 ? (masked ? (len.at_least(8192) ? 176 : 128) : (len.at_most(512) ? 128 : 176))
+             : d <= 128 ? (masked ? (len.at_least(8192) ? 176 : 128) : (len.at_most(2048) ? 128 : 176))
              : d <= 192 ? 112
                         : (masked && len.at_most(1024) ? 64 : 80);
     while (bn > 16 && (smem_for(c, {cwg, bn, stages}) > arch.max_smem_per_block ||

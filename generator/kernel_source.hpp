@@ -22,6 +22,7 @@ struct LaunchInfo {
   bool tile_counter = false;  // the dynamic scheduler: params.tile_counter must point at an
                               // int that is zero and not used by a concurrent launch
   bool uses_tma = false;    // host encodes the TMA descriptors in AttentionParams
+  bool tma_store_o = false;  // ... including O's, with a box of 64 rows (one consumer's slab)
 };
 nlohmann::json to_json(const LaunchInfo& l);
 LaunchInfo launch_info_from_json(const nlohmann::json& j);

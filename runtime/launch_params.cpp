@@ -158,6 +158,8 @@ void encode_tma_descriptors(const Config& c, const LaunchInfo& launch, const Att
   p.tma_q = encode_tma(tensor(a.q, in_bf16, rows_q, dqk, a.heads_q), launch.block_m, dqk / 64);
   p.tma_k = encode_tma(tensor(a.k, in_bf16, rows_k, dqk, a.heads_k), launch.block_n, dqk / 64);
   p.tma_v = encode_tma(tensor(a.v, in_bf16, rows_k, dv, a.heads_k), launch.block_n, dv / 64);
+  if (launch.tma_store_o)
+    p.tma_o = encode_tma(tensor(a.o, c.dtype.out == DType::bf16, rows_q, dv, a.heads_q), 64, dv / 64);
 }
 
 }  // namespace flashjit

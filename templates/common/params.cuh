@@ -20,10 +20,12 @@ struct TensorArg {
 };
 
 struct AttentionParams {
-  // sm90 family: TMA descriptors for Q, K, V (and the rope parts). Zero for other families.
+  // sm90 family: TMA descriptors for Q, K, V (and the rope parts), and for O when the kernel
+  // stores it by TMA. Zero for other families.
   TmaDescriptor tma_q;
   TmaDescriptor tma_k;
   TmaDescriptor tma_v;
+  TmaDescriptor tma_o;
   TmaDescriptor tma_q_rope;
   TmaDescriptor tma_k_rope;
 

@@ -6,7 +6,9 @@
 //                    issued before this tile's P V, so softmax overlaps the tensor cores, and
 //                    named barriers ping-pong the consumers' GEMM issue. Each consumer
 //                    releases Q after its last GEMM that reads it, so the next tile's Q loads
-//                    while this tile finishes and writes O from registers.
+//                    while this tile finishes. O goes out through a shared-memory slab per
+//                    consumer and a TMA store where the slabs fit (kTmaStoreO), else from
+//                    registers.
 // KV tiles are visited from the last to the first, so masked diagonal tiles come first.
 #pragma once
 
@@ -56,7 +58,9 @@ struct ForwardKernel {
   static constexpr u32 kQBytes = BM * DQK * sizeof(Element);
   static constexpr u32 kKBytes = BN * DQK * sizeof(Element);
   static constexpr u32 kVBytes = BN * DV * sizeof(Element);
-  static constexpr u32 kPingBarrier = 1;  // named barriers 1..kCwg
+  static constexpr u32 kPingBarrier = 1;                // named barriers 1..kCwg
+  static constexpr u32 kStoreBarrier = kCwg + 1;        // kCwg + 1 + wg: one warpgroup
+  static constexpr bool kTmaStoreO = T::kTmaStoreO;
   // Release Q right after the last Q K^T rather than after the last P V. Not at head dim 256,
   // where O fills the consumers' registers and the extra live state spills.
   static constexpr bool kReleaseQEarly = DV <= 128;
@@ -120,6 +124,7 @@ struct ForwardKernel {
     tma_prefetch_descriptor(&p.tma_q);
     tma_prefetch_descriptor(&p.tma_k);
     tma_prefetch_descriptor(&p.tma_v);
+    if constexpr (kTmaStoreO) tma_prefetch_descriptor(&p.tma_o);
     Scheduler sched = scheduler(smem);
     State kv;
     u32 tiles = 0;
@@ -168,6 +173,28 @@ struct ForwardKernel {
     if ((threadIdx.x & 31) == 0) mbar_arrive(smem.barrier(Layout::kQEmpty));
   }
 
+  // Writes this warpgroup's 64 rows of O (already normalised).
+  __device__ __forceinline__ static void store_o(const float (&o)[DV / 2], const AttentionParams& p,
+                                                 const Layout& smem, const WorkTile& w, const TileRange& r,
+                                                 int wg, bool& pending) {
+    if constexpr (kTmaStoreO) {
+      const bool issuer = (threadIdx.x & 127) == 0;
+      // The previous tile's store left a tile ago; its read of the slab is long done.
+      if (issuer && pending) bulk_wait_group_read();
+      named_barrier_sync(kStoreBarrier + wg, 128);
+      stage_o_smem<T>(o, smem.o_slab(wg));
+      fence_proxy_async_shared();
+      named_barrier_sync(kStoreBarrier + wg, 128);
+      if (issuer) {
+        tma_store_5d(&p.tma_o, smem.o_slab(wg), 0, r.seq.q_start + r.m0 + 64 * wg, 0, w.head, w.batch);
+        bulk_commit_group();
+        pending = true;
+      }
+    } else {
+      store_o_global<T>(o, p, w.batch, w.head, r.seq, r.m0 + 64 * wg);
+    }
+  }
+
   __device__ static void consume(const AttentionParams& p, const Layout& smem, int wg) {
     const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31;
     const Pipe kpipe{smem, Layout::kKFull, Layout::kKEmpty};
@@ -175,6 +202,7 @@ struct ForwardKernel {
     Scheduler sched = scheduler(smem);
     State kv;
     u32 tiles = 0;
+    bool o_pending = false;  // this thread has an O store whose slab TMA may still be reading
     if (kCwg > 1 && wg == kCwg - 1) named_barrier_arrive(kPingBarrier, 256);  // consumer 0 goes first
 
     for (SchedulerState st = sched.initial(p); sched.valid(p, st); st = sched.advance(p, st)) {
@@ -267,7 +295,7 @@ struct ForwardKernel {
       softmax.finalize();
       const float inv[2] = {softmax.inv_sum(0), softmax.inv_sum(1)};
       rescale_rows(o, inv);
-      store_o_global<T>(o, p, w.batch, w.head, r.seq, r.m0 + 64 * wg);
+      store_o(o, p, smem, w, r, wg, o_pending);
       if (T::kWriteLse && p.lse != nullptr && (lane & 3) == 0) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -278,6 +306,7 @@ struct ForwardKernel {
       }
       ++tiles;
     }
+    if (kTmaStoreO && o_pending) bulk_wait_group();  // the slab must outlive the store
   }
 
   __device__ static void run(const AttentionParams& p) {

@@ -1,8 +1,11 @@
-// Writing a consumer warpgroup's 64 output rows straight from the wgmma accumulators, with a
-// bound check on the sequence end (ragged batches pack sequences back to back, so a tile's tail
-// rows may belong to the next one). Going through registers rather than a shared-memory stage
-// and a TMA store keeps Q's buffer free: the producer loads the next tile's Q while this tile
-// finishes.
+// Writing a consumer warpgroup's 64 output rows. Two ways:
+//  - stage_o_smem: stmatrix into a swizzled shared-memory slab that one thread then hands to a
+//    TMA store, so the warps go on to the next tile after a few hundred cycles. TMA clips rows
+//    past the sequence end, which only holds when every batch entry has its own row extent, so
+//    ragged batches do not use it.
+//  - store_o_global: 16-byte global stores straight from the accumulators with a bound check on
+//    the sequence end (ragged batches pack sequences back to back, so a tile's tail rows may
+//    belong to the next one).
 //
 // A wgmma accumulator gives each lane of a quad 2 adjacent columns of every 8-column group. The
 // quad transposes its words by shuffles so each lane owns 8 whole columns and writes them as one
@@ -36,6 +39,27 @@ __device__ __forceinline__ void quad_transpose(u32 (&w)[4], int lane) {
   w[1] = hi ? b1 : a1;
   w[2] = hi ? a0 : b0;
   w[3] = hi ? a1 : b1;
+}
+
+// The slab is the TMA box {64 columns, 64 rows, dv / 64 panels} with 128-byte swizzle: row r's
+// 16-byte chunk c of a panel sits at chunk c ^ (r % 8). Each stmatrix writes 16 rows x 16 columns.
+template <class T, int kRegs>
+__device__ __forceinline__ void stage_o_smem(const float (&o)[kRegs], u32 slab) {
+  using Out = typename T::OutElement;
+  static_assert(sizeof(Out) == 2 && kRegs % 8 == 0, "16-bit output, 16-column steps");
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+  // This lane addresses row (lane % 8) of matrix lane / 8: matrices are (rows +0, cols +0),
+  // (rows +8, cols +0), (rows +0, cols +8), (rows +8, cols +8).
+  const int row = 16 * warp + 8 * ((lane >> 3) & 1) + (lane & 7);
+  const int chunk_step = lane >> 4;
+  const u32 row_addr = slab + row * 128;
+#pragma unroll
+  for (int j = 0; j < kRegs / 4; j += 2) {  // 8-column groups j and j + 1
+    const int chunk = j + chunk_step;
+    const u32 addr = row_addr + (chunk / 8) * (64 * 128) + (((chunk % 8) ^ (row & 7)) << 4);
+    stmatrix_x4(addr, pack2<Out>(o[4 * j], o[4 * j + 1]), pack2<Out>(o[4 * j + 2], o[4 * j + 3]),
+                pack2<Out>(o[4 * j + 4], o[4 * j + 5]), pack2<Out>(o[4 * j + 6], o[4 * j + 7]));
+  }
 }
 
 template <class T, int kRegs>

@@ -59,6 +59,35 @@ __device__ __forceinline__ void tma_load_5d(u32 dst, const void* desc, u32 bar, 
       : "memory");
 }
 
+// 5-D tiled store from shared memory, tracked by this thread's bulk async-group. Rows past the
+// tensor's extent are not written.
+__device__ __forceinline__ void tma_store_5d(const void* desc, u32 src, int c0, int c1, int c2, int c3,
+                                             int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];"
+               ::"l"(desc), "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Until this thread's bulk stores have read their shared-memory source (the buffer is free).
+__device__ __forceinline__ void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+// Until this thread's bulk stores are complete.
+__device__ __forceinline__ void bulk_wait_group() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
+// Makes this thread's generic-proxy shared-memory writes visible to TMA (the async proxy).
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// Four 8x8 b16 matrices from the mma fragment layout (register i: matrix i, row lane / 4,
+// columns 2 (lane % 4) and +1); lane l gives the address of row l % 8 of matrix l / 8.
+__device__ __forceinline__ void stmatrix_x4(u32 addr, u32 r0, u32 r1, u32 r2, u32 r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0),
+               "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+
 // L2 eviction policies for the cache hint operand.
 __device__ __forceinline__ u64 policy_evict_first() {
   u64 p;

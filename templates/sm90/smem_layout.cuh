@@ -4,6 +4,7 @@
 //   Q     BM x dqk
 //   K     kStages x BN x dqk
 //   V     kStages x BN x dv
+//   O     (kTmaStoreO) one 64 x dv slab per consumer warpgroup, the source of its TMA store
 //   mbarriers: Q full/empty, K full/empty and V full/empty per stage, and the dynamic
 //   scheduler's tile ring (full/empty per slot); then its two tile-index slots
 #pragma once
@@ -28,7 +29,9 @@ struct SmemLayout {
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = align1k(kQBytes);
   static constexpr int kVOffset = kKOffset + T::kStages * align1k(kKStageBytes);
-  static constexpr int kBarrierOffset = kVOffset + T::kStages * align1k(kVStageBytes);
+  static constexpr int kOSlabBytes = 64 * T::kHeadDimV * int(sizeof(typename T::OutElement));
+  static constexpr int kOOffset = kVOffset + T::kStages * align1k(kVStageBytes);
+  static constexpr int kBarrierOffset = kOOffset + (T::kTmaStoreO ? T::kConsumerWarpgroups * kOSlabBytes : 0);
   static constexpr int kBarrierBytes = 1024;
   static constexpr int kTotalBytes = kBarrierOffset + kBarrierBytes;
 
@@ -54,6 +57,8 @@ struct SmemLayout {
   __device__ __forceinline__ u32 q() const { return base + kQOffset; }
   __device__ __forceinline__ u32 k(int stage) const { return base + kKOffset + stage * align1k(kKStageBytes); }
   __device__ __forceinline__ u32 v(int stage) const { return base + kVOffset + stage * align1k(kVStageBytes); }
+  // Consumer warpgroup wg's O slab: [dv / 64 panels][64 rows][64 columns], 128-byte swizzled.
+  __device__ __forceinline__ u32 o_slab(int wg) const { return base + kOOffset + wg * kOSlabBytes; }
   __device__ __forceinline__ u32 barrier(int index) const { return base + kBarrierOffset + 8 * index; }
   __device__ __forceinline__ u32 tile_slot(int i) const { return base + kTileSlotOffset + 4 * i; }
 };

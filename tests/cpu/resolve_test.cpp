@@ -139,7 +139,8 @@ TEST(Resolve, Sm90TilesFollowTheLengthHint) {
       {64, Mask::none, 512, 128, 128},     {64, Mask::none, 1024, 128, 128},
       {64, Mask::none, 2048, 192, 112},    {64, Mask::causal, 2048, 128, 128},
       {64, Mask::causal, 4096, 192, 112},  {128, Mask::none, 512, 128, 128},
-      {128, Mask::none, 1024, 128, 176},   {128, Mask::causal, 4096, 128, 128},
+      {128, Mask::none, 2048, 128, 128},   {128, Mask::none, 4096, 128, 176},
+      {128, Mask::causal, 4096, 128, 128},
       {128, Mask::causal, 8192, 128, 176}, {256, Mask::causal, 1024, 128, 64},
       {256, Mask::causal, 2048, 128, 80},  {256, Mask::none, 512, 128, 80},
   };
@@ -153,7 +154,7 @@ TEST(Resolve, Sm90TilesFollowTheLengthHint) {
 // The hint is spent by resolution: the resolved config names tiles, so hints that lead to the
 // same tiles give one kernel, and pinned tiles win over the hint.
 TEST(Resolve, LengthHintIsNotKeptAndDoesNotOverridePinnedTiles) {
-  Config a = resolve(hinted("sm_90a", 128, Mask::none, 2048));
+  Config a = resolve(hinted("sm_90a", 128, Mask::none, 4096));
   EXPECT_FALSE(a.tuning.seqlen_hint.has_value());
   EXPECT_EQ(canonical_json(a), canonical_json(resolve(hinted("sm_90a", 128, Mask::none, 8192))));
   EXPECT_EQ(canonical_json(a), canonical_json(resolve(make("sm_90a", 128))));

@@ -16,12 +16,12 @@ namespace flashjit::testing {
 
 namespace {
 
-Config make(const std::string& family, DType dt, int qk, int v, int rope, Mask mask, int group,
-            bool varlen) {
+Config make(const std::string& family, DType dt, DType out, int qk, int v, int rope, Mask mask,
+            int group, bool varlen) {
   Config c;
   c.arch = "native";
   c.dtype.qkv = dt;
-  c.dtype.out = dt;
+  c.dtype.out = out;
   c.head_dim = {qk, v, rope};
   c.mask = mask;
   c.group = group;
@@ -51,11 +51,14 @@ std::vector<MatrixCase> correctness_matrix() {
         for (Mask m : {Mask::none, Mask::causal, Mask::sliding_window}) {
           const int group = index % 3 == 1 ? 4 : 1;
           const bool varlen = index % 2 == 1;
+          // Every fourth case writes the other 16-bit type (its own output descriptor and packing).
+          const DType out_dt = index % 4 == 2 ? (dt == DType::bf16 ? DType::fp16 : DType::bf16) : dt;
           ++index;
-          MatrixCase c{family, make(family, dt, d.qk, d.v, d.rope, m, group, varlen), ""};
+          MatrixCase c{family, make(family, dt, out_dt, d.qk, d.v, d.rope, m, group, varlen), ""};
           c.label = family + "_" + to_string(dt) + "_qk" + std::to_string(d.qk) + "_v" +
                     std::to_string(d.v) + (d.rope ? "_rope" + std::to_string(d.rope) : "") + "_" +
-                    to_string(m) + "_g" + std::to_string(group) + (varlen ? "_varlen" : "");
+                    to_string(m) + "_g" + std::to_string(group) + (varlen ? "_varlen" : "") +
+                    (out_dt != dt ? std::string("_o") + to_string(out_dt) : "");
           out.push_back(c);
         }
   }

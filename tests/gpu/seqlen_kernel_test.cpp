@@ -48,7 +48,7 @@ INSTANTIATE_TEST_SUITE_P(
     Lengths, KernelForLength,
     ::testing::Values(LengthCase{"d64_none_short", 64, Mask::none, 1000},
                       LengthCase{"d64_causal_long", 64, Mask::causal, 4000},
-                      LengthCase{"d128_none_short", 128, Mask::none, 500},
+                      LengthCase{"d128_none_short", 128, Mask::none, 2000},
                       LengthCase{"d128_causal_long", 128, Mask::causal, 8000},
                       LengthCase{"d256_causal_short", 256, Mask::causal, 1000}),
     [](const ::testing::TestParamInfo<LengthCase>& info) { return std::string(info.param.label); });
