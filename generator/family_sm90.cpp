@@ -94,11 +94,13 @@ class Sm90Family final : public KernelFamily {
     // (H200, bf16, 2026-11-30, TFLOP/s): d64 non-causal up to 1k takes BM 128 (512: 355 vs
     // 309; 2k: 421 vs 450), d64 causal from 4k BM 192 (8k: 489 vs 433; 1k: 252 vs 309).
     const int d = std::max(c.head_dim.qk, c.head_dim.v);
-    const bool masked = c.mask != Mask::none;
+    const bool masked = c.mask != Mask::none, causal = c.mask == Mask::causal;
     const Length len{t.seqlen_hint};
+    // The long-sequence rules are for causal masks: sliding-window tiles carry more mask code
+    // and spill with the larger tiles.
     if (!t.consumer_warpgroups)
       t.consumer_warpgroups = t.BM ? std::max(1, *t.BM / 64)
-                              : d <= 64 ? (masked ? (len.at_least(4096) ? 3 : 2) : (len.at_most(1024) ? 2 : 3))
+                              : d <= 64 ? (masked ? (causal && len.at_least(4096) ? 3 : 2) : (len.at_most(1024) ? 2 : 3))
                                         : 2;
     if (!t.BM) t.BM = 64 * *t.consumer_warpgroups;
     if (!t.num_kv_stages) t.num_kv_stages = 2;
@@ -211,10 +213,13 @@ class Sm90Family final : public KernelFamily {
     // 666 vs 654, within run-to-run spread, so the default stays); d128 causal from 8k BN 176
     // (648 vs 635; 1k: 393 vs 425); d256 causal up to 1k BN 64 (512: 271 vs 246; 2k: 519 vs
     // 526; BN 48, where O slabs fit, is slower: 272 at 512, 505 at 2k).
+    // Sliding-window tiles carry the most mask code: d192 and d256 take smaller tiles, which
+    // compile without spills.
+    const bool causal = c.mask == Mask::causal, window = c.mask == Mask::sliding_window;
     int bn = d <= 64    ? (cwg == 3 ? 112 : masked || len.at_most(1024) ? 128 : 192)
-             : d <= 128 ? (masked ? (len.at_least(8192) ? 176 : 128) : (len.at_most(2048) ? 128 : 176))
-             : d <= 192 ? 112
-                        : (masked && len.at_most(1024) ? 64 : 80);
+             : d <= 128 ? (masked ? (causal && len.at_least(8192) ? 176 : 128) : (len.at_most(2048) ? 128 : 176))
+             : d <= 192 ? (window ? 96 : 112)
+                        : (window || (masked && len.at_most(1024)) ? 64 : 80);
     while (bn > 16 && (smem_for(c, {cwg, bn, stages}) > arch.max_smem_per_block ||
                        live_regs(c, bn) + kRegHeadroom > consumer_regs(cwg)))
       bn -= 16;

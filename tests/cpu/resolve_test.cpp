@@ -143,6 +143,9 @@ TEST(Resolve, Sm90TilesFollowTheLengthHint) {
       {128, Mask::causal, 4096, 128, 128},
       {128, Mask::causal, 8192, 128, 176}, {256, Mask::causal, 1024, 128, 64},
       {256, Mask::causal, 2048, 128, 80},  {256, Mask::none, 512, 128, 80},
+      // Sliding windows keep the smaller tiles at every length (the larger ones spill).
+      {64, Mask::sliding_window, 8192, 128, 128},  {128, Mask::sliding_window, 8192, 128, 128},
+      {192, Mask::sliding_window, 8192, 128, 96},  {256, Mask::sliding_window, 8192, 128, 64},
   };
   for (const Case& k : cases) {
     Config r = resolve(hinted("sm_90a", k.d, k.mask, k.seqlen));
