@@ -2,6 +2,7 @@
 // ptxas report, and the cache key's sensitivity to everything that changes the binary.
 #include "generator/config.hpp"
 #include "generator/generate.hpp"
+#include "generator/resolve.hpp"
 #include "runtime/artifact.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/ptxas_report.hpp"
@@ -9,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 
 namespace flashjit {
 namespace {
@@ -41,6 +43,39 @@ TEST_P(ExampleCompiles, ForEveryTarget) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, ExampleCompiles, ::testing::Values("sm_80", "sm_90a", "sm_100a"));
+
+// Every tile the sm90 family picks by itself (each mask, with and without the LSE, without a
+// length hint and for short and long ones) compiles without spills or serialised wgmma.
+class Sm90Defaults : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(Sm90Defaults, CompileWithoutSpills) {
+  const auto [qk, v] = GetParam();
+  std::set<std::string> seen;
+  for (Mask mask : {Mask::none, Mask::causal, Mask::sliding_window})
+    for (bool lse : {false, true})
+      for (int hint : {0, 512, 8192}) {
+        Config c;
+        c.arch = "sm_90a";
+        c.head_dim = {qk, v, 0};
+        c.mask = mask;
+        c.lse = lse;
+        if (hint) c.tuning.seqlen_hint = hint;
+        const Config r = resolve(c);
+        if (!seen.insert(canonical_json(r)).second) continue;
+        CompiledKernel k = compile(generate(r));
+        const std::string what = canonical_json(r);
+        EXPECT_EQ(k.report.spill_stores, 0) << what << "\n" << k.log;
+        for (const char* code : {"C7508", "C7510", "C7515", "C7518", "C7519", "C7520"})
+          EXPECT_FALSE(k.report.has_advisory(code)) << code << " in " << what << "\n" << k.log;
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, Sm90Defaults,
+                         ::testing::Values(std::pair{64, 64}, std::pair{128, 128}, std::pair{192, 192},
+                                           std::pair{256, 256}, std::pair{192, 128}, std::pair{128, 256}),
+                         [](const auto& info) {
+                           return "qk" + std::to_string(info.param.first) + "_v" + std::to_string(info.param.second);
+                         });
 
 TEST(Compiler, ReferenceKernelCompiles) {
   Config c = load_config_file(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs/mla_rope.json");
