@@ -27,28 +27,41 @@ struct Sm90Tile {
   int BM() const { return 64 * cwg; }
 };
 
-// Must match templates/sm90/smem_layout.cuh (the device side static_asserts the total).
-// O slabs: one 64 x dv block per consumer warpgroup, the source of its TMA store.
-int smem_for(const Config& c, const Sm90Tile& t, bool o_slabs) {
-  using rules::align_up;
-  int e = dtype_bytes(c.dtype.qkv);
-  int q = align_up(t.BM() * c.head_dim.qk * e, 1024);
-  int k = align_up(t.BN * c.head_dim.qk * e, 1024);
-  int v = align_up(t.BN * c.head_dim.v * e, 1024);
-  int o = o_slabs ? t.cwg * 64 * c.head_dim.v * dtype_bytes(c.dtype.out) : 0;
-  return q + t.stages * (k + v) + o + kBarrierBytes;
-}
+// What shared memory holds besides one Q buffer and the K/V ring, where it fits (sm_90a: 227 KB):
+//  - O slabs, one 64 x dv block per consumer, the source of its TMA store. That frees the
+//    consumers after a few hundred cycles instead of a microsecond of global stores. Not for
+//    ragged batches: a TMA store cannot stop at a sequence end inside the packed rows.
+//  - then a second Q buffer, so the next tile's Q loads while this one runs instead of after
+//    its last Q K^T (short tiles waited for it).
+struct SmemPlan {
+  bool o_slabs = false;
+  int q_stages = 1;
+  int bytes = 0;
+};
 
-// O leaves through a shared-memory slab per consumer and a TMA store, which frees the consumers
-// after a few hundred cycles instead of a microsecond of global stores. Not for ragged batches
-// (a TMA store cannot stop at a sequence end inside the packed rows), nor where the slabs do not
-// fit beside Q and the K/V ring: then O is stored from registers.
-bool tma_store_o(const Config& c, const Sm90Tile& t) {
+// Must match templates/sm90/smem_layout.cuh (the device side static_asserts the total).
+SmemPlan smem_plan(const Config& c, const Sm90Tile& t) {
+  using rules::align_up;
+  const int e = dtype_bytes(c.dtype.qkv);
+  const int q = align_up(t.BM() * c.head_dim.qk * e, 1024);
+  const int k = align_up(t.BN * c.head_dim.qk * e, 1024);
+  const int v = align_up(t.BN * c.head_dim.v * e, 1024);
+  const int o = t.cwg * 64 * c.head_dim.v * dtype_bytes(c.dtype.out);
   const auto arch = parse_arch(c.arch);
-  return !c.varlen && arch && smem_for(c, t, true) <= arch->max_smem_per_block;
+  const int limit = arch ? arch->max_smem_per_block : 0;
+  SmemPlan p;
+  p.bytes = q + t.stages * (k + v) + kBarrierBytes;
+  if (!c.varlen && p.bytes + o <= limit) {
+    p.o_slabs = true;
+    p.bytes += o;
+  }
+  if (p.bytes + q <= limit) {
+    p.q_stages = 2;
+    p.bytes += q;
+  }
+  return p;
 }
-// What the kernel allocates: O slabs only where they fit beside Q and the K/V ring.
-int smem_for(const Config& c, const Sm90Tile& t) { return smem_for(c, t, tma_store_o(c, t)); }
+int smem_for(const Config& c, const Sm90Tile& t) { return smem_plan(c, t).bytes; }
 
 // Registers each consumer thread gets after setmaxnreg (the producer keeps 24-56).
 int consumer_regs(int cwg) { return cwg == 1 ? 256 : cwg == 2 ? 240 : 160; }
@@ -176,7 +189,8 @@ class Sm90Family final : public KernelFamily {
     s.launch.persistent = persistent;
     s.launch.tile_counter = dynamic;
     s.launch.uses_tma = true;
-    s.launch.tma_store_o = tma_store_o(c, {cwg, *t.BN, *t.num_kv_stages});
+    const SmemPlan plan = smem_plan(c, {cwg, *t.BN, *t.num_kv_stages});
+    s.launch.tma_store_o = plan.o_slabs;
     std::vector<int> widths = {*t.BN, c.head_dim.v};
     s.unit = emit::unit_header(s.name, c) +
              emit::traits_struct(
@@ -186,7 +200,8 @@ class Sm90Family final : public KernelFamily {
                      {"kStages", std::to_string(*t.num_kv_stages)},
                      {"kPersistent", persistent ? "true" : "false"},
                      {"kDynamic", dynamic ? "true" : "false"},
-                     {"kTmaStoreO", s.launch.tma_store_o ? "true" : "false"},
+                     {"kTmaStoreO", plan.o_slabs ? "true" : "false"},
+                     {"kQStages", std::to_string(plan.q_stages)},
                      {"kProducerRegs", std::to_string(producer_regs(cwg))},
                      {"kConsumerRegs", std::to_string(consumer_regs(cwg))},
                      {"kThreads", std::to_string(threads)},

@@ -84,6 +84,10 @@ struct ForwardKernel {
     return r;
   }
 
+  // The Q buffer of the n-th loaded tile, and the parity of that buffer's fill.
+  __device__ __forceinline__ static int q_stage(u32 tiles) { return T::kQStages == 1 ? 0 : tiles & 1; }
+  __device__ __forceinline__ static u32 q_phase(u32 tiles) { return (tiles / T::kQStages) & 1; }
+
   __device__ __forceinline__ static Scheduler scheduler(const Layout& smem) {
     if constexpr (Scheduler::kDynamic) return Scheduler{{}, smem, {}};
     else return Scheduler{};
@@ -102,10 +106,11 @@ struct ForwardKernel {
     const Pipe vpipe{smem, Layout::kVFull, Layout::kVEmpty};
 
     const bool leader = (threadIdx.x & 31) == 0;
-    mbar_wait(smem.barrier(Layout::kQEmpty), (tiles & 1) ^ 1);
+    const int qs = q_stage(tiles);
+    mbar_wait(smem.barrier(Layout::kQEmpty + qs), q_phase(tiles) ^ 1);
     if (leader) {
-      mbar_arrive_expect_tx(smem.barrier(Layout::kQFull), kQBytes);
-      tma_load_5d(smem.q(), &p.tma_q, smem.barrier(Layout::kQFull), 0, r.seq.q_start + r.m0, 0,
+      mbar_arrive_expect_tx(smem.barrier(Layout::kQFull + qs), kQBytes);
+      tma_load_5d(smem.q(qs), &p.tma_q, smem.barrier(Layout::kQFull + qs), 0, r.seq.q_start + r.m0, 0,
                   w.head, batch, policy_evict_first());
     }
     const u64 evict_last = policy_evict_last();
@@ -145,10 +150,11 @@ struct ForwardKernel {
   // ---- consumers --------------------------------------------------------------------------
 
   // S = Q_wg K^T over the full qk depth; K-major operands, 32 bytes per k16 step in a panel.
-  __device__ __forceinline__ static void issue_qk(float (&s)[BN / 2], const Layout& smem, int wg, int stage) {
+  __device__ __forceinline__ static void issue_qk(float (&s)[BN / 2], const Layout& smem, int wg, int q_stage,
+                                                  int stage) {
 #pragma unroll
     for (int kk = 0; kk < DQK / 16; ++kk) {
-      const u32 q = smem.q() + (kk / 4) * (BM * 128) + wg * (64 * 128) + (kk % 4) * 32;
+      const u32 q = smem.q(q_stage) + (kk / 4) * (BM * 128) + wg * (64 * 128) + (kk % 4) * 32;
       const u32 k = smem.k(stage) + (kk / 4) * (BN * 128) + (kk % 4) * 32;
       Wgmma<Element, BN>::ss(s, make_desc(q, 16, 1024), make_desc(k, 16, 1024), kk > 0 ? 1 : 0);
     }
@@ -171,8 +177,8 @@ struct ForwardKernel {
     if constexpr (kCwg > 1) named_barrier_arrive(kPingBarrier + (wg + 1) % kCwg, 256);
   }
   // One arrival per warp once its last Q K^T has read Q: the producer may load the next Q.
-  __device__ __forceinline__ static void release_q(const Layout& smem) {
-    if ((threadIdx.x & 31) == 0) mbar_arrive(smem.barrier(Layout::kQEmpty));
+  __device__ __forceinline__ static void release_q(const Layout& smem, int q_stage) {
+    if ((threadIdx.x & 31) == 0) mbar_arrive(smem.barrier(Layout::kQEmpty + q_stage));
   }
 
   // Writes this warpgroup's 64 rows of O (already normalised).
@@ -219,7 +225,8 @@ struct ForwardKernel {
       for (int i = 0; i < DV / 2; ++i) o[i] = 0.f;
       OnlineSoftmax<BN> softmax;
       softmax.init();
-      mbar_wait(smem.barrier(Layout::kQFull), tiles & 1);
+      const int qs = q_stage(tiles);
+      mbar_wait(smem.barrier(Layout::kQFull + qs), q_phase(tiles));
 
       if (r.n_max > r.n_min) {
         float s[BN / 2];
@@ -229,13 +236,13 @@ struct ForwardKernel {
         kpipe.consumer_wait(kv);
         ping_sync(wg);
         wgmma_fence();
-        issue_qk(s, smem, wg, kv.index);
+        issue_qk(s, smem, wg, qs, kv.index);
         wgmma_commit();
         ping_arrive(wg);
         wgmma_wait<0>();
         fence_operand(s);
         kpipe.consumer_release(kv);
-        if (kReleaseQEarly && n == r.n_min) release_q(smem);
+        if (kReleaseQEarly && n == r.n_min) release_q(smem, qs);
         if (n >= r.n_unmasked_max || n < r.n_unmasked_min)
           OnlineSoftmax<BN>::apply_mask(s, mask, warp_row0, n * BN);
         softmax.update(s, p.softmax_scale_log2, correction);
@@ -252,7 +259,7 @@ struct ForwardKernel {
           vpipe.consumer_wait(v_read);
           ping_sync(wg);
           wgmma_fence();
-          issue_qk(s, smem, wg, kv.index);
+          issue_qk(s, smem, wg, qs, kv.index);
           wgmma_commit();
           issue_pv(o, pf, smem, v_read.index);
           wgmma_commit();
@@ -268,7 +275,7 @@ struct ForwardKernel {
 #pragma unroll
           for (int kk = 0; kk < BN / 16; ++kk) fence_operand(pf[kk]);
           vpipe.consumer_release(v_read);
-          if (kReleaseQEarly && n == r.n_min) release_q(smem);
+          if (kReleaseQEarly && n == r.n_min) release_q(smem, qs);
           rescale_rows(o, correction);
           OnlineSoftmax<BN>::template pack_probabilities<Element>(s, pf);
           // Pin the new O and P before the next wgmma fence; otherwise the compiler sinks the
@@ -292,7 +299,7 @@ struct ForwardKernel {
         for (int kk = 0; kk < BN / 16; ++kk) fence_operand(pf[kk]);
         vpipe.consumer_release(v_read);
       }
-      if (!kReleaseQEarly || r.n_max <= r.n_min) release_q(smem);
+      if (!kReleaseQEarly || r.n_max <= r.n_min) release_q(smem, qs);
 
       softmax.finalize();
       const float inv[2] = {softmax.inv_sum(0), softmax.inv_sum(1)};
@@ -317,8 +324,10 @@ struct ForwardKernel {
     const int warpgroup = threadIdx.x / 128;
     if (threadIdx.x == 0) {
       if (smem.base % 1024 != 0) __trap();  // 128B-swizzled tiles need 1 KB aligned bases
-      mbar_init(smem.barrier(Layout::kQFull), 1);
-      mbar_init(smem.barrier(Layout::kQEmpty), 4 * kCwg);
+      for (int s = 0; s < T::kQStages; ++s) {
+        mbar_init(smem.barrier(Layout::kQFull + s), 1);
+        mbar_init(smem.barrier(Layout::kQEmpty + s), 4 * kCwg);
+      }
       for (int s = 0; s < kStages; ++s) {
         mbar_init(smem.barrier(Layout::kKFull + s), 1);
         mbar_init(smem.barrier(Layout::kKEmpty + s), 4 * kCwg);

@@ -1,7 +1,7 @@
 // Shared-memory layout of the sm90 forward kernel, every offset a compile-time constant (the
 // seeds' SM100AttentionSMem idea). Tiles are stored as the TMA box {64 columns, rows, panels}
 // writes them with 128-byte swizzle: [panel][row][64 elements], each panel rows x 128 bytes.
-//   Q     BM x dqk
+//   Q     kQStages x BM x dqk (two: the next tile's Q loads while this tile runs)
 //   K     kStages x BN x dqk
 //   V     kStages x BN x dv
 //   O     (kTmaStoreO) one 64 x dv slab per consumer warpgroup, the source of its TMA store
@@ -27,7 +27,7 @@ struct SmemLayout {
   static constexpr int kVStageBytes = T::kBlockN * T::kHeadDimV * kElementBytes;
 
   static constexpr int kQOffset = 0;
-  static constexpr int kKOffset = align1k(kQBytes);
+  static constexpr int kKOffset = T::kQStages * align1k(kQBytes);
   static constexpr int kVOffset = kKOffset + T::kStages * align1k(kKStageBytes);
   static constexpr int kOSlabBytes = 64 * T::kHeadDimV * int(sizeof(typename T::OutElement));
   static constexpr int kOOffset = kVOffset + T::kStages * align1k(kVStageBytes);
@@ -36,9 +36,9 @@ struct SmemLayout {
   static constexpr int kTotalBytes = kBarrierOffset + kBarrierBytes;
 
   // mbarrier indices (8 bytes each) inside the barrier region.
-  static constexpr int kQFull = 0;
-  static constexpr int kQEmpty = 1;
-  static constexpr int kKFull = 2;
+  static constexpr int kQFull = 0;   // + Q stage
+  static constexpr int kQEmpty = 2;  // + Q stage
+  static constexpr int kKFull = 4;
   static constexpr int kKEmpty = kKFull + T::kStages;
   static constexpr int kVFull = kKEmpty + T::kStages;
   static constexpr int kVEmpty = kVFull + T::kStages;
@@ -47,6 +47,7 @@ struct SmemLayout {
   static constexpr int kNumBarriers = kTileEmpty + 2;
   static constexpr int kTileSlotOffset = kBarrierOffset + 512;
 
+  static_assert(T::kQStages == 1 || T::kQStages == 2, "one or two Q buffers");
   static_assert(kTotalBytes == T::kSmemBytes, "host and device disagree on the shared-memory size");
   static_assert(kNumBarriers * 8 <= 512, "too many mbarriers");
   static_assert(T::kHeadDimQK % kPanelElems == 0 && T::kHeadDimV % kPanelElems == 0,
@@ -54,7 +55,7 @@ struct SmemLayout {
 
   u32 base;  // shared-window address of the dynamic shared memory (1 KB aligned)
 
-  __device__ __forceinline__ u32 q() const { return base + kQOffset; }
+  __device__ __forceinline__ u32 q(int stage) const { return base + kQOffset + stage * align1k(kQBytes); }
   __device__ __forceinline__ u32 k(int stage) const { return base + kKOffset + stage * align1k(kKStageBytes); }
   __device__ __forceinline__ u32 v(int stage) const { return base + kVOffset + stage * align1k(kVStageBytes); }
   // Consumer warpgroup wg's O slab: [dv / 64 panels][64 rows][64 columns], 128-byte swizzled.

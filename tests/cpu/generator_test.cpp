@@ -94,29 +94,35 @@ TEST(Generator, LaunchInfoNamesTheDynamicScheduler) {
   EXPECT_EQ(to_json(back), to_json(dynamic.launch));
 }
 
-// O goes out by TMA store from its own shared-memory slabs, except where that cannot be exact
-// (ragged batches) or the slabs do not fit beside Q and the K/V ring (227 KB on sm_90a).
-TEST(Generator, Sm90StoresOByTmaWhereTheSlabsFit) {
+// Beside one Q buffer and the K/V ring, shared memory takes O slabs for a TMA store (not for
+// ragged batches, where it cannot be exact), then a second Q buffer, each where it fits in
+// 227 KB on sm_90a.
+TEST(Generator, Sm90SharedMemoryTakesOSlabsThenASecondQ) {
   Config c = example("default.json");
   c.arch = "sm_90a";
   c.head_dim = {128, 128, 0};
-  c.tuning.BN = 128;  // Q 32 KB + 2 x (32 + 32) KB of K/V + 2 x 16 KB of O
-  KernelSource tma = generate(c);
-  EXPECT_TRUE(tma.launch.tma_store_o);
-  EXPECT_NE(tma.unit.find("kTmaStoreO = true"), std::string::npos);
-  EXPECT_TRUE(launch_info_from_json(to_json(tma.launch)).tma_store_o);
-  EXPECT_EQ(tma.launch.smem_bytes, (32 + 2 * 64 + 32 + 1) * 1024);
+  c.tuning.BN = 128;  // Q 32 KB + 2 x (32 + 32) KB of K/V + 2 x 16 KB of O + Q 32 KB
+  KernelSource both = generate(c);
+  EXPECT_TRUE(both.launch.tma_store_o);
+  EXPECT_NE(both.unit.find("kTmaStoreO = true"), std::string::npos);
+  EXPECT_NE(both.unit.find("kQStages = 2"), std::string::npos);
+  EXPECT_TRUE(launch_info_from_json(to_json(both.launch)).tma_store_o);
+  EXPECT_EQ(both.launch.smem_bytes, (32 + 2 * 64 + 32 + 32 + 1) * 1024);
 
   Config ragged = c;
   ragged.varlen = true;
   KernelSource r = generate(ragged);
   EXPECT_FALSE(r.launch.tma_store_o);
   EXPECT_NE(r.unit.find("kTmaStoreO = false"), std::string::npos);
-  EXPECT_EQ(r.launch.smem_bytes, (32 + 2 * 64 + 1) * 1024);
+  EXPECT_NE(r.unit.find("kQStages = 2"), std::string::npos);
+  EXPECT_EQ(r.launch.smem_bytes, (32 + 2 * 64 + 32 + 1) * 1024);
 
   Config wide = c;
-  wide.tuning.BN = 176;  // 32 + 2 x 88 + 32 KB would pass 227 KB
-  EXPECT_FALSE(generate(wide).launch.tma_store_o);
+  wide.tuning.BN = 176;  // 32 + 2 x 88 + 32 KB would pass 227 KB, and so would a second Q
+  KernelSource w = generate(wide);
+  EXPECT_FALSE(w.launch.tma_store_o);
+  EXPECT_NE(w.unit.find("kQStages = 1"), std::string::npos);
+  EXPECT_EQ(w.launch.smem_bytes, (32 + 2 * 88 + 1) * 1024);
 }
 
 TEST(Generator, ReferenceIgnoresTuningAndFamilyLimits) {
