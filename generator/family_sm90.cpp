@@ -7,6 +7,8 @@
 #include "generator/tuning_rules.hpp"
 #include "generator/wgmma_emitter.hpp"
 
+#include <stdexcept>
+
 namespace flashjit {
 
 namespace {
@@ -40,15 +42,14 @@ struct SmemPlan {
 };
 
 // Must match templates/sm90/smem_layout.cuh (the device side static_asserts the total).
-SmemPlan smem_plan(const Config& c, const Sm90Tile& t) {
+SmemPlan smem_plan(const Config& c, const Sm90Tile& t, const ArchInfo& arch) {
   using rules::align_up;
   const int e = dtype_bytes(c.dtype.qkv);
   const int q = align_up(t.BM() * c.head_dim.qk * e, 1024);
   const int k = align_up(t.BN * c.head_dim.qk * e, 1024);
   const int v = align_up(t.BN * c.head_dim.v * e, 1024);
   const int o = t.cwg * 64 * c.head_dim.v * dtype_bytes(c.dtype.out);
-  const auto arch = parse_arch(c.arch);
-  const int limit = arch ? arch->max_smem_per_block : 0;
+  const int limit = arch.max_smem_per_block;
   SmemPlan p;
   p.bytes = q + t.stages * (k + v) + kBarrierBytes;
   if (!c.varlen && p.bytes + o <= limit) {
@@ -61,7 +62,6 @@ SmemPlan smem_plan(const Config& c, const Sm90Tile& t) {
   }
   return p;
 }
-int smem_for(const Config& c, const Sm90Tile& t) { return smem_plan(c, t).bytes; }
 
 // Registers each consumer thread gets after setmaxnreg (the producer keeps 24-56).
 int consumer_regs(int cwg) { return cwg == 1 ? 256 : cwg == 2 ? 240 : 160; }
@@ -153,7 +153,7 @@ class Sm90Family final : public KernelFamily {
     rules::not_for_family(t.num_warps, "num_warps", kName, issues);
     if (!issues.empty()) return;
     Sm90Tile tile{cwg, *t.BN, *t.num_kv_stages};
-    int smem = smem_for(c, tile);
+    int smem = smem_plan(c, tile, arch).bytes;
     if (smem > arch.max_smem_per_block)
       bad("BN", *t.BN, "needs " + std::to_string(smem) + " bytes of shared memory; " + arch.name +
           " allows " + std::to_string(arch.max_smem_per_block));
@@ -167,7 +167,10 @@ class Sm90Family final : public KernelFamily {
 
   int smem_bytes(const Config& c) const override {
     const Tuning& t = c.tuning;
-    return smem_for(c, {*t.consumer_warpgroups, *t.BN, *t.num_kv_stages});
+    // A resolved config names a concrete target (resolution rejects any other).
+    const std::optional<ArchInfo> arch = parse_arch(c.arch);
+    if (!arch) throw std::invalid_argument("sm90 smem_bytes: unresolved arch \"" + c.arch + "\"");
+    return smem_plan(c, {*t.consumer_warpgroups, *t.BN, *t.num_kv_stages}, *arch).bytes;
   }
 
   KernelSource emit(const Config& c, const ArchInfo& arch) const override {
@@ -189,7 +192,7 @@ class Sm90Family final : public KernelFamily {
     s.launch.persistent = persistent;
     s.launch.tile_counter = dynamic;
     s.launch.uses_tma = true;
-    const SmemPlan plan = smem_plan(c, {cwg, *t.BN, *t.num_kv_stages});
+    const SmemPlan plan = smem_plan(c, {cwg, *t.BN, *t.num_kv_stages}, arch);
     s.launch.tma_store_o = plan.o_slabs;
     std::vector<int> widths = {*t.BN, c.head_dim.v};
     s.unit = emit::unit_header(s.name, c) +
@@ -235,7 +238,7 @@ class Sm90Family final : public KernelFamily {
              : d <= 128 ? (masked ? (causal && len.at_least(8192) ? 176 : 128) : (len.at_most(2048) ? 128 : 176))
              : d <= 192 ? (window ? 96 : 112)
                         : (window || (masked && len.at_most(1024)) ? 64 : 80);
-    while (bn > 16 && (smem_for(c, {cwg, bn, stages}) > arch.max_smem_per_block ||
+    while (bn > 16 && (smem_plan(c, {cwg, bn, stages}, arch).bytes > arch.max_smem_per_block ||
                        live_regs(c, bn) + kRegHeadroom > consumer_regs(cwg)))
       bn -= 16;
     return bn;
