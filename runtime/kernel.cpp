@@ -40,6 +40,7 @@ class LoadedKernel final : public Kernel {
                           std::to_string(device_.max_smem_optin));
     if (smem > 0)
       FLASHJIT_CU(d.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
+    resident_ctas_ = artifact_.launch.cluster_m > 1 ? resident_cluster_ctas() : device_.sm_count;
   }
   // Modules live as long as the process: the table that owns kernels is never destroyed, so
   // nothing unloads a module after the driver has shut down.
@@ -51,7 +52,7 @@ class LoadedKernel final : public Kernel {
   void launch(const AttentionArgs& args, CUstream stream) const override {
     const LaunchInfo& li = artifact_.launch;
     LaunchGeometry geo;
-    AttentionParams params = make_params(config_, li, args, device_.sm_count, geo);
+    AttentionParams params = make_params(config_, li, args, resident_ctas_, geo);
     if (geo.empty) return;
     if (li.uses_tma) encode_tma_descriptors(config_, li, args, params);
     if (li.tile_counter)
@@ -67,24 +68,49 @@ class LoadedKernel final : public Kernel {
     cfg.sharedMemBytes = li.smem_bytes;
     cfg.hStream = stream;
     CUlaunchAttribute attr[1];
-    if (li.cluster_m > 1) {
-      attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-      attr[0].value.clusterDim.x = li.cluster_m;
-      attr[0].value.clusterDim.y = 1;
-      attr[0].value.clusterDim.z = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-    }
+    set_cluster(cfg, attr);
     void* kernel_args[] = {&params};
     FLASHJIT_CU(driver().cuLaunchKernelEx(&cfg, function_, kernel_args, nullptr));
   }
 
  private:
+  void set_cluster(CUlaunchConfig& cfg, CUlaunchAttribute (&attr)[1]) const {
+    if (artifact_.launch.cluster_m <= 1) return;
+    attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr[0].value.clusterDim.x = artifact_.launch.cluster_m;
+    attr[0].value.clusterDim.y = 1;
+    attr[0].value.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+
+  // CTAs of a clustered kernel that run at once: the GPCs may fit fewer clusters than SMs / 2,
+  // and a persistent grid larger than that would run its last clusters in a second wave.
+  int resident_cluster_ctas() const {
+    const LaunchInfo& li = artifact_.launch;
+    CUlaunchConfig cfg = {};
+    cfg.gridDimX = li.cluster_m;
+    cfg.gridDimY = cfg.gridDimZ = 1;
+    cfg.blockDimX = li.threads;
+    cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = li.smem_bytes;
+    CUlaunchAttribute attr[1];
+    set_cluster(cfg, attr);
+    int clusters = 0;
+    FLASHJIT_CU(driver().cuOccupancyMaxActiveClusters(&clusters, function_, &cfg));
+    if (clusters < 1)
+      throw ArgumentError("kernel " + artifact_.name + ": " + device_.name + " cannot run a cluster of " +
+                          std::to_string(li.cluster_m) + " CTAs with " + std::to_string(li.smem_bytes) +
+                          " bytes of shared memory each");
+    return clusters * li.cluster_m;
+  }
+
   Artifact artifact_;
   Config config_;
   DeviceInfo device_;
   CUmodule module_ = nullptr;
   CUfunction function_ = nullptr;
+  int resident_ctas_ = 0;  // sizes persistent grids
 };
 
 cache::MemoryTable<const Kernel>& table() {

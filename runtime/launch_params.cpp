@@ -33,7 +33,7 @@ void check_tensor(const char* name, const Tensor& t, bool ragged) {
 }  // namespace
 
 AttentionParams make_params(const Config& c, const LaunchInfo& launch, const AttentionArgs& a,
-                            int sm_count, LaunchGeometry& geo) {
+                            int resident_ctas, LaunchGeometry& geo) {
   AttentionParams p;
   std::memset(&p, 0, sizeof p);
   const bool ragged = c.varlen;
@@ -117,7 +117,10 @@ AttentionParams make_params(const Config& c, const LaunchInfo& launch, const Att
     geo.empty = a.seqlen_q == 0;
     return p;
   }
-  p.num_m_blocks = (a.seqlen_q + launch.block_m - 1) / launch.block_m;
+  // A tile is one m block per CTA of a cluster (pair_cta: two adjacent blocks).
+  const int cluster = std::max(1, launch.cluster_m);
+  const int64_t tile_rows = int64_t(launch.block_m) * cluster;
+  p.num_m_blocks = static_cast<int>((a.seqlen_q + tile_rows - 1) / tile_rows);
   const int64_t tiles = int64_t(p.num_m_blocks) * a.heads_q * a.batch;
   if (tiles > (int64_t(1) << 31) - 1) fail("too many tiles for one launch");
   p.total_tiles = static_cast<int>(tiles);
@@ -134,9 +137,10 @@ AttentionParams make_params(const Config& c, const LaunchInfo& launch, const Att
       group_heads ? std::clamp<int64_t>((int64_t(32) << 20) / kv_bytes, 1, pairs) : pairs);
   geo.empty = tiles == 0;
   if (launch.persistent) {
-    geo.grid[0] = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(tiles, sm_count)));
+    const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(tiles, resident_ctas / cluster));
+    geo.grid[0] = static_cast<unsigned>(clusters * cluster);
   } else {
-    geo.grid[0] = p.num_m_blocks;
+    geo.grid[0] = static_cast<unsigned>(int64_t(p.num_m_blocks) * cluster);
     geo.grid[1] = a.heads_q;
     geo.grid[2] = a.batch;
   }

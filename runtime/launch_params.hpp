@@ -14,10 +14,11 @@ struct LaunchGeometry {
   bool empty = false;  // nothing to compute (zero rows); skip the launch
 };
 
-// Throws ArgumentError naming the first bad argument. `sm_count` sizes persistent grids.
-// TMA descriptors are not filled here (see encode_tma_descriptors).
+// Throws ArgumentError naming the first bad argument. `resident_ctas` (how many CTAs of the
+// kernel run at once, a multiple of launch.cluster_m) sizes persistent grids. TMA descriptors
+// are not filled here (see encode_tma_descriptors).
 AttentionParams make_params(const Config& resolved, const LaunchInfo& launch,
-                            const AttentionArgs& args, int sm_count, LaunchGeometry& geometry);
+                            const AttentionArgs& args, int resident_ctas, LaunchGeometry& geometry);
 
 // Fills the TMA descriptors of `params` (sm90 family).
 void encode_tma_descriptors(const Config& resolved, const LaunchInfo& launch,

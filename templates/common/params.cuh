@@ -61,8 +61,9 @@ struct AttentionParams {
   float softmax_scale;
   float softmax_scale_log2;  // softmax_scale * log2(e)
 
-  // Scheduling: tiles along M per (batch, head), and the tile counter of the dynamic scheduler
-  // (zero before a launch, left zero after it).
+  // Scheduling: tiles along M per (batch, head), each cluster_m blocks of BM rows (sm90
+  // pair_cta: 2), and the tile counter of the dynamic scheduler (zero before a launch, left
+  // zero after it).
   int num_m_blocks;
   int total_tiles;
   // Persistent longest-first order: heads are visited in groups of this many (batch, head) pairs

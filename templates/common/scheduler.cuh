@@ -7,6 +7,9 @@
 //   (sm90/dynamic_scheduler.cuh walks the same order, handing tiles out through an atomic.)
 // In both, the m blocks of a head are adjacent, and so are the heads of one batch entry, so the
 // CTAs in flight share K/V (and GQA heads their shared K/V) in L2.
+// With clusters of kClusterM CTAs along M (sm90 pair_cta) a tile is kClusterM adjacent m blocks:
+// the cluster takes it as a whole, CTA rank r its block kClusterM * m + r, so the CTAs of a
+// cluster always visit the same (batch, head) and can share its K/V.
 #pragma once
 
 #include "common/params.cuh"
@@ -50,7 +53,19 @@ __device__ __forceinline__ WorkTile decode_tile(const AttentionParams& p, int ti
   return w;
 }
 
-template <bool kLongestFirst>
+// This CTA's rank in its cluster along M (0 without clusters).
+template <int kClusterM>
+__device__ __forceinline__ int cluster_m_rank() {
+  if constexpr (kClusterM == 1) {
+    return 0;
+  } else {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return int(r);
+  }
+}
+
+template <bool kLongestFirst, int kClusterM = 1>
 struct TransientScheduler {
   static constexpr bool kPersistent = false;
   static constexpr bool kDynamic = false;
@@ -62,7 +77,8 @@ struct TransientScheduler {
   }
   __device__ __forceinline__ WorkTile work(const AttentionParams& p, SchedulerState) const {
     WorkTile w;
-    w.m_block = kLongestFirst ? p.num_m_blocks - 1 - int(blockIdx.x) : int(blockIdx.x);
+    const int m = int(blockIdx.x) / kClusterM;
+    w.m_block = (kLongestFirst ? p.num_m_blocks - 1 - m : m) * kClusterM + cluster_m_rank<kClusterM>();
     w.head = blockIdx.y;
     w.batch = blockIdx.z;
     return w;
@@ -72,21 +88,23 @@ struct TransientScheduler {
   }
 };
 
-template <bool kLongestFirst>
+template <bool kLongestFirst, int kClusterM = 1>
 struct PersistentScheduler {
   static constexpr bool kPersistent = true;
   static constexpr bool kDynamic = false;
   __device__ __forceinline__ SchedulerState initial(const AttentionParams&) const {
-    return {int(blockIdx.x)};
+    return {int(blockIdx.x) / kClusterM};
   }
   __device__ __forceinline__ bool valid(const AttentionParams& p, SchedulerState s) const {
     return s.tile < p.total_tiles;
   }
   __device__ __forceinline__ WorkTile work(const AttentionParams& p, SchedulerState s) const {
-    return decode_tile<kLongestFirst>(p, s.tile);
+    WorkTile w = decode_tile<kLongestFirst>(p, s.tile);
+    w.m_block = w.m_block * kClusterM + cluster_m_rank<kClusterM>();
+    return w;
   }
   __device__ __forceinline__ SchedulerState advance(const AttentionParams&, SchedulerState s) const {
-    return {s.tile + int(gridDim.x)};
+    return {s.tile + int(gridDim.x) / kClusterM};
   }
 };
 

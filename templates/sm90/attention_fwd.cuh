@@ -9,6 +9,10 @@
 //                    while this tile finishes. O goes out through a shared-memory slab per
 //                    consumer and a TMA store where the slabs fit (kTmaStoreO), else from
 //                    registers.
+//   pair_cta (kPair): clusters of two CTAs on adjacent m blocks of one head share K/V. Rank 0
+//                    multicasts each K tile into both CTAs, rank 1 each V tile, so each CTA
+//                    fetches half the K/V bytes from L2. Both walk the union of their KV
+//                    ranges; a CTA waits out and frees the tiles outside its own range.
 // KV tiles are visited from the last to the first, so masked diagonal tiles come first.
 #pragma once
 
@@ -36,7 +40,9 @@ struct TileRange {
   int m0;
   int n_min, n_max;                     // tiles [n_min, n_max), visited downwards
   int n_unmasked_min, n_unmasked_max;   // tiles outside need elementwise masking
-  bool skip;                            // a ragged batch entry shorter than this m block
+  bool skip;                            // no rows: past the end of the (ragged) sequence
+  int kv_min, kv_max;                   // tiles loaded: [n_min, n_max), or with pair_cta the
+                                        // union over both CTAs' ranges
 };
 
 template <class T>
@@ -48,11 +54,13 @@ struct ForwardKernel {
   static constexpr int kCwg = T::kConsumerWarpgroups;
   static constexpr int kStages = T::kStages;
   static constexpr bool kLongestFirst = T::kMask == MaskKind::kCausal;
+  static constexpr bool kPair = T::kPairCta;
+  static constexpr int kClusterM = kPair ? 2 : 1;
   using Scheduler = typename Select<
       T::kDynamic, DynamicScheduler<kLongestFirst, Layout>,
-      typename Select<T::kPersistent, PersistentScheduler<kLongestFirst>,
-                      TransientScheduler<kLongestFirst>>::type>::type;
-  using Pipe = StageBarriers<Layout, kStages>;
+      typename Select<T::kPersistent, PersistentScheduler<kLongestFirst, kClusterM>,
+                      TransientScheduler<kLongestFirst, kClusterM>>::type>::type;
+  using Pipe = StageBarriers<Layout, kStages, kPair>;
   using State = PipelineState<kStages>;
 
   static constexpr u32 kQBytes = BM * DQK * sizeof(Element);
@@ -70,8 +78,9 @@ struct ForwardKernel {
   static_assert(T::kThreads == 128 * (kCwg + 1), "one producer warpgroup plus the consumers");
   static_assert(BM == 64 * kCwg, "each consumer warpgroup owns 64 rows");
   static_assert(BN % 16 == 0 && BN <= 256 && DV <= 256, "wgmma N limits");
+  static_assert(!(kPair && T::kDynamic), "pair_cta clusters take tiles from a static schedule");
 
-  __device__ __forceinline__ static TileRange range(const AttentionParams& p, const WorkTile& w) {
+  __device__ __forceinline__ static TileRange own_range(const AttentionParams& p, const WorkTile& w) {
     TileRange r;
     r.seq = SeqInfo::make<T::kVarlen>(p, w.batch);
     r.m0 = w.m_block * BM;
@@ -81,6 +90,21 @@ struct ForwardKernel {
     r.n_min = mask.n_block_min(r.m0, BN);
     r.n_unmasked_max = mask.n_unmasked_max(r.m0, BN);
     r.n_unmasked_min = mask.n_unmasked_min(r.m0, BM, BN);
+    r.kv_max = r.n_max;
+    r.kv_min = r.n_min;
+    return r;
+  }
+
+  __device__ __forceinline__ static TileRange range(const AttentionParams& p, const WorkTile& w) {
+    TileRange r = own_range(p, w);
+    if constexpr (kPair) {
+      WorkTile partner = w;
+      partner.m_block ^= 1;
+      const TileRange o = own_range(p, partner);
+      const bool mine = !r.skip && r.n_max > r.n_min, theirs = !o.skip && o.n_max > o.n_min;
+      r.kv_max = mine && theirs ? cmax(r.n_max, o.n_max) : mine ? r.n_max : theirs ? o.n_max : 0;
+      r.kv_min = mine && theirs ? cmin(r.n_min, o.n_min) : mine ? r.n_min : theirs ? o.n_min : 0;
+    }
     return r;
   }
 
@@ -95,36 +119,45 @@ struct ForwardKernel {
 
   // ---- producer ---------------------------------------------------------------------------
 
-  // Loads one tile's Q and K/V; false for a ragged entry's empty tile, which loads nothing.
+  // Loads one tile's Q and K/V; false for a tile without rows (a ragged entry's end), which loads
+  // no Q. With pair_cta both CTAs arm every stage for the whole tile, and rank 0 multicasts K,
+  // rank 1 V.
   __device__ __forceinline__ static bool produce_tile(const AttentionParams& p, const Layout& smem, const WorkTile& w,
-                                      State& kv, u32 tiles) {
+                                      State& kv, u32 tiles, const Pipe& kpipe, const Pipe& vpipe) {
     const TileRange r = range(p, w);
-    if (r.skip) return false;
+    if (!kPair && r.skip) return false;
     const int batch = T::kVarlen ? 0 : w.batch;
     const int kv_head = w.head / T::kGroup;
-    const Pipe kpipe{smem, Layout::kKFull, Layout::kKEmpty};
-    const Pipe vpipe{smem, Layout::kVFull, Layout::kVEmpty};
 
     const bool leader = (threadIdx.x & 31) == 0;
-    const int qs = q_stage(tiles);
-    mbar_wait(smem.barrier(Layout::kQEmpty + qs), q_phase(tiles) ^ 1);
-    if (leader) {
-      mbar_arrive_expect_tx(smem.barrier(Layout::kQFull + qs), kQBytes);
-      tma_load_5d(smem.q(qs), &p.tma_q, smem.barrier(Layout::kQFull + qs), 0, r.seq.q_start + r.m0, 0,
-                  w.head, batch, policy_evict_first());
+    if (!r.skip) {
+      const int qs = q_stage(tiles);
+      mbar_wait(smem.barrier(Layout::kQEmpty + qs), q_phase(tiles) ^ 1);
+      if (leader) {
+        mbar_arrive_expect_tx(smem.barrier(Layout::kQFull + qs), kQBytes);
+        tma_load_5d(smem.q(qs), &p.tma_q, smem.barrier(Layout::kQFull + qs), 0, r.seq.q_start + r.m0, 0,
+                    w.head, batch, policy_evict_first());
+      }
     }
     const u64 evict_last = policy_evict_last();
-    for (int n = r.n_max - 1; n >= r.n_min; --n) {
+    const bool rank0 = !kPair || cluster_rank() == 0;
+    const bool loads_k = leader && rank0;
+    const bool loads_v = leader && (!kPair || !rank0);
+    for (int n = r.kv_max - 1; n >= r.kv_min; --n) {
       const int row = r.seq.k_start + n * BN;
       kpipe.producer_acquire(kv, kKBytes, leader);
-      if (leader)
-        tma_load_5d(smem.k(kv.index), &p.tma_k, kpipe.full(kv.index), 0, row, 0, kv_head, batch, evict_last);
+      if (loads_k) load_kv(smem.k(kv.index), &p.tma_k, kpipe.full(kv.index), row, kv_head, batch, evict_last);
       vpipe.producer_acquire(kv, kVBytes, leader);
-      if (leader)
-        tma_load_5d(smem.v(kv.index), &p.tma_v, vpipe.full(kv.index), 0, row, 0, kv_head, batch, evict_last);
+      if (loads_v) load_kv(smem.v(kv.index), &p.tma_v, vpipe.full(kv.index), row, kv_head, batch, evict_last);
       kv.advance();
     }
-    return true;
+    return !r.skip;
+  }
+
+  __device__ __forceinline__ static void load_kv(u32 dst, const TmaDescriptor* desc, u32 bar, int row, int kv_head,
+                                                 int batch, u64 policy) {
+    if constexpr (kPair) tma_load_5d_multicast(dst, desc, bar, 0b11, 0, row, 0, kv_head, batch, policy);
+    else tma_load_5d(dst, desc, bar, 0, row, 0, kv_head, batch, policy);
   }
 
   __device__ static void produce(const AttentionParams& p, const Layout& smem) {
@@ -132,18 +165,24 @@ struct ForwardKernel {
     tma_prefetch_descriptor(&p.tma_k);
     tma_prefetch_descriptor(&p.tma_v);
     if constexpr (kTmaStoreO) tma_prefetch_descriptor(&p.tma_o);
+    const Pipe kpipe{smem, Layout::kKFull, Layout::kKEmpty};
+    const Pipe vpipe{smem, Layout::kVFull, Layout::kVEmpty};
     Scheduler sched = scheduler(smem);
     State kv;
     u32 tiles = 0;
     for (SchedulerState st = sched.initial(p); sched.valid(p, st);) {
       if constexpr (Scheduler::kDynamic) {
         const int ticket = sched.draw(p);
-        tiles += produce_tile(p, smem, sched.work(p, st), kv, tiles);
+        tiles += produce_tile(p, smem, sched.work(p, st), kv, tiles, kpipe, vpipe);
         st = sched.publish(ticket);
       } else {
-        tiles += produce_tile(p, smem, sched.work(p, st), kv, tiles);
+        tiles += produce_tile(p, smem, sched.work(p, st), kv, tiles, kpipe, vpipe);
         st = sched.advance(p, st);
       }
+    }
+    if constexpr (kPair) {
+      kpipe.producer_tail(kv);
+      vpipe.producer_tail(kv);
     }
   }
 
@@ -181,6 +220,18 @@ struct ForwardKernel {
     if ((threadIdx.x & 31) == 0) mbar_arrive(smem.barrier(Layout::kQEmpty + q_stage));
   }
 
+  // pair_cta: waits for `count` K/V stages this CTA has no rows for, and frees them in both CTAs.
+  __device__ __forceinline__ static void skip_kv(const Pipe& kpipe, const Pipe& vpipe, State& kv, int count) {
+#pragma unroll 1
+    for (int i = 0; i < count; ++i) {
+      kpipe.consumer_wait(kv);
+      kpipe.consumer_release(kv);
+      vpipe.consumer_wait(kv);
+      vpipe.consumer_release(kv);
+      kv.advance();
+    }
+  }
+
   // Writes this warpgroup's 64 rows of O (already normalised).
   __device__ __forceinline__ static void store_o(const float (&o)[DV / 2], const AttentionParams& p,
                                                  const Layout& smem, const WorkTile& w, const TileRange& r,
@@ -216,6 +267,9 @@ struct ForwardKernel {
     for (SchedulerState st = sched.initial(p); sched.valid(p, st); st = sched.advance(p, st)) {
       const WorkTile w = sched.work(p, st);
       const TileRange r = range(p, w);
+      const bool has_kv = !r.skip && r.n_max > r.n_min;
+      // pair_cta: the other CTA's tiles above this one's range (all of them without a range).
+      if constexpr (kPair) skip_kv(kpipe, vpipe, kv, has_kv ? r.kv_max - r.n_max : r.kv_max - r.kv_min);
       if (r.skip) continue;
       const AttentionMask<T::kMask> mask{r.seq.seqlen_q, r.seq.seqlen_k, p.window_left, p.window_right};
       const int warp_row0 = r.m0 + 64 * wg + 16 * warp;  // this warp's first row in the sequence
@@ -228,7 +282,7 @@ struct ForwardKernel {
       const int qs = q_stage(tiles);
       mbar_wait(smem.barrier(Layout::kQFull + qs), q_phase(tiles));
 
-      if (r.n_max > r.n_min) {
+      if (has_kv) {
         float s[BN / 2];
         u32 pf[BN / 16][4];
         float correction[2];
@@ -298,8 +352,9 @@ struct ForwardKernel {
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) fence_operand(pf[kk]);
         vpipe.consumer_release(v_read);
+        if constexpr (kPair) skip_kv(kpipe, vpipe, kv, r.n_min - r.kv_min);  // and below it
       }
-      if (!kReleaseQEarly || r.n_max <= r.n_min) release_q(smem, qs);
+      if (!kReleaseQEarly || !has_kv) release_q(smem, qs);
 
       softmax.finalize();
       const float inv[2] = {softmax.inv_sum(0), softmax.inv_sum(1)};
@@ -330,9 +385,9 @@ struct ForwardKernel {
       }
       for (int s = 0; s < kStages; ++s) {
         mbar_init(smem.barrier(Layout::kKFull + s), 1);
-        mbar_init(smem.barrier(Layout::kKEmpty + s), 4 * kCwg);
+        mbar_init(smem.barrier(Layout::kKEmpty + s), 4 * kCwg * kClusterM);
         mbar_init(smem.barrier(Layout::kVFull + s), 1);
-        mbar_init(smem.barrier(Layout::kVEmpty + s), 4 * kCwg);
+        mbar_init(smem.barrier(Layout::kVEmpty + s), 4 * kCwg * kClusterM);
       }
       for (int s = 0; s < 2; ++s) {
         mbar_init(smem.barrier(Layout::kTileFull + s), 1);
@@ -340,7 +395,9 @@ struct ForwardKernel {
       }
       fence_barrier_init();
     }
-    __syncthreads();
+    // With pair_cta the other CTA's barriers must be initialised before anything reaches them.
+    if constexpr (kPair) cluster_sync();
+    else __syncthreads();
 
     if (warpgroup == 0) {
       regs_decrease<T::kProducerRegs>();

@@ -1,6 +1,9 @@
 // The K/V producer-consumer ring (the seeds' TMAProducerPipeline, on raw mbarriers): each stage
 // has a "full" barrier the producer arms with the expected bytes and TMA completes, and an
 // "empty" barrier the consumer warps arrive on once their wgmmas have read the stage.
+// With pair_cta (kPair) the two CTAs of a cluster share every stage: one CTA's producer
+// multicasts K into both, the other's V, so a consumer warp frees a stage in both CTAs and each
+// empty barrier counts the consumers of both.
 #pragma once
 
 #include "sm90/ptx.cuh"
@@ -21,7 +24,7 @@ struct PipelineState {
 };
 
 // One mbarrier pair per slot, starting at barrier indices full0 and empty0 of a SmemLayout.
-template <class Layout, int kStages>
+template <class Layout, int kStages, bool kPair = false>
 struct StageBarriers {
   const Layout& smem;
   int full0;
@@ -42,7 +45,19 @@ struct StageBarriers {
   }
   // Consumer: one arrival per warp once its wgmmas reading the slot have completed.
   __device__ __forceinline__ void consumer_release(PipelineState<kStages> s) const {
-    if ((threadIdx.x & 31) == 0) mbar_arrive(empty(s.index));
+    if ((threadIdx.x & 31) == 0) {
+      mbar_arrive(empty(s.index));
+      if constexpr (kPair) mbar_arrive_cluster(empty(s.index), cluster_rank() ^ 1);
+    }
+  }
+  // Producer, after its last tile (kPair): until the consumers of both CTAs have freed every
+  // stage, so no arrival from the other CTA can reach this one after it exits.
+  __device__ __forceinline__ void producer_tail(PipelineState<kStages> s) const {
+#pragma unroll 1
+    for (int i = 0; i < kStages; ++i) {
+      mbar_wait(empty(s.index), s.phase ^ 1);
+      s.advance();
+    }
   }
 };
 

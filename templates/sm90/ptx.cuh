@@ -30,6 +30,19 @@ __device__ __forceinline__ void mbar_arrive(u32 bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 
+// Arrives on the mbarrier at the same offset in cluster CTA `rank` (pair_cta: a consumer frees a
+// stage in both CTAs, since either one's producer multicasts into it).
+__device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 rank) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
+      "}\n" ::"r"(bar),
+      "r"(rank)
+      : "memory");
+}
+
 // Blocks until the barrier's phase with parity `phase` has completed.
 __device__ __forceinline__ void mbar_wait(u32 bar, u32 phase) {
   asm volatile(
@@ -56,6 +69,17 @@ __device__ __forceinline__ void tma_load_5d(u32 dst, const void* desc, u32 bar, 
       "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
       " [%0], [%1, {%3, %4, %5, %6, %7}], [%2], %8;" ::"r"(dst),
       "l"(desc), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "l"(cache_hint)
+      : "memory");
+}
+
+// The same load multicast to the CTAs of `cta_mask`: each receives the tile at `dst` and the
+// bytes on its own mbarrier at `bar` (offsets in its own shared memory).
+__device__ __forceinline__ void tma_load_5d_multicast(u32 dst, const void* desc, u32 bar, u16 cta_mask, int c0,
+                                                      int c1, int c2, int c3, int c4, u64 cache_hint) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      ".L2::cache_hint [%0], [%1, {%4, %5, %6, %7, %8}], [%2], %3, %9;" ::"r"(dst),
+      "l"(desc), "r"(bar), "h"(cta_mask), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "l"(cache_hint)
       : "memory");
 }
 
@@ -107,6 +131,19 @@ __device__ __forceinline__ void named_barrier_sync(u32 id, u32 threads) {
 }
 __device__ __forceinline__ void named_barrier_arrive(u32 id, u32 threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---- clusters ----------------------------------------------------------------------------------
+
+__device__ __forceinline__ u32 cluster_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// Every thread of every CTA in the cluster: arrive, then wait for all (the mbarrier inits of
+// the other CTA are visible after it).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
 template <int kRegs>

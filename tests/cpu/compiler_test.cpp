@@ -45,7 +45,8 @@ TEST_P(ExampleCompiles, ForEveryTarget) {
 INSTANTIATE_TEST_SUITE_P(Targets, ExampleCompiles, ::testing::Values("sm_80", "sm_90a", "sm_100a"));
 
 // Every tile the sm90 family picks by itself (each mask, with and without the LSE, without a
-// length hint and for short and long ones) compiles without spills or serialised wgmma.
+// length hint and for short and long ones, and as pair_cta clusters) compiles without spills or
+// serialised wgmma.
 class Sm90Defaults : public ::testing::TestWithParam<std::pair<int, int>> {};
 
 TEST_P(Sm90Defaults, CompileWithoutSpills) {
@@ -53,13 +54,14 @@ TEST_P(Sm90Defaults, CompileWithoutSpills) {
   std::set<std::string> seen;
   for (Mask mask : {Mask::none, Mask::causal, Mask::sliding_window})
     for (bool lse : {false, true})
-      for (int hint : {0, 512, 8192}) {
+      for (int hint : {0, 512, 8192, -1}) {
         Config c;
         c.arch = "sm_90a";
         c.head_dim = {qk, v, 0};
         c.mask = mask;
         c.lse = lse;
-        if (hint) c.tuning.seqlen_hint = hint;
+        if (hint > 0) c.tuning.seqlen_hint = hint;
+        if (hint < 0) c.tuning.pair_cta = true;
         const Config r = resolve(c);
         if (!seen.insert(canonical_json(r)).second) continue;
         CompiledKernel k = compile(generate(r));

@@ -94,6 +94,21 @@ TEST(Generator, LaunchInfoNamesTheDynamicScheduler) {
   EXPECT_EQ(to_json(back), to_json(dynamic.launch));
 }
 
+// pair_cta launches clusters of two CTAs, and the kernel is built for them.
+TEST(Generator, PairCtaLaunchesClustersOfTwo) {
+  Config c = example("default.json");
+  c.arch = "sm_90a";
+  KernelSource single = generate(c);
+  EXPECT_EQ(single.launch.cluster_m, 1);
+  EXPECT_NE(single.unit.find("kPairCta = false"), std::string::npos);
+  c.tuning.pair_cta = true;
+  KernelSource pair = generate(c);
+  EXPECT_EQ(pair.launch.cluster_m, 2);
+  EXPECT_NE(pair.unit.find("kPairCta = true"), std::string::npos);
+  EXPECT_NE(pair.launch.entry, single.launch.entry);
+  EXPECT_EQ(launch_info_from_json(to_json(pair.launch)).cluster_m, 2);
+}
+
 // Beside one Q buffer and the K/V ring, shared memory takes O slabs for a TMA store (not for
 // ragged batches, where it cannot be exact), then a second Q buffer, each where it fits in
 // 227 KB on sm_90a.

@@ -126,6 +126,32 @@ TEST(Resolve, SchedulerDefaultsFollowTheMask) {
   EXPECT_EQ(*resolve(pinned).tuning.scheduler, Scheduler::persistent);
 }
 
+// A pair_cta cluster needs both CTAs on one head: without a pinned scheduler it takes the
+// static persistent order, and the dynamic one is rejected with the reason.
+TEST(Resolve, PairCtaTakesAStaticScheduler) {
+  Config c = make("sm_90a", 128, Mask::causal);
+  c.tuning.pair_cta = true;
+  const Config r = resolve(c);
+  EXPECT_TRUE(*r.tuning.pair_cta);
+  EXPECT_EQ(*r.tuning.scheduler, Scheduler::persistent);
+  c.tuning.scheduler = Scheduler::transient;
+  EXPECT_EQ(*resolve(c).tuning.scheduler, Scheduler::transient);
+  c.tuning.scheduler = Scheduler::dynamic;
+  const auto issues = check_config(c);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].path, "tuning.scheduler");
+  EXPECT_NE(issues[0].rule.find("pair_cta"), std::string::npos);
+  EXPECT_FALSE(*resolve(make("sm_90a", 128, Mask::causal)).tuning.pair_cta);
+
+  Config short_d256 = make("sm_90a", 256, Mask::causal);
+  short_d256.tuning.seqlen_hint = 512;
+  EXPECT_FALSE(*resolve(short_d256).tuning.pair_cta);  // opt-in, also where its tiles are short
+
+  Config ampere = make("sm_80", 128);
+  ampere.tuning.pair_cta = true;
+  EXPECT_TRUE(issue_paths(ampere).count("tuning.pair_cta"));
+}
+
 Config hinted(const char* arch, int d, Mask mask, int seqlen) {
   Config c = make(arch, d, mask);
   c.tuning.seqlen_hint = seqlen;

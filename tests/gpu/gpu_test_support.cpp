@@ -17,7 +17,7 @@ namespace flashjit::testing {
 namespace {
 
 Config make(const std::string& family, DType dt, DType out, int qk, int v, int rope, Mask mask,
-            int group, bool varlen) {
+            int group, bool varlen, bool pair) {
   Config c;
   c.arch = "native";
   c.dtype.qkv = dt;
@@ -28,6 +28,7 @@ Config make(const std::string& family, DType dt, DType out, int qk, int v, int r
   c.varlen = varlen;
   c.lse = true;
   c.tuning.family = family == "sm90" ? Family::sm90 : Family::sm80;
+  if (pair) c.tuning.pair_cta = true;
   return c;
 }
 
@@ -53,12 +54,14 @@ std::vector<MatrixCase> correctness_matrix() {
           const bool varlen = index % 2 == 1;
           // Every fourth case writes the other 16-bit type (its own output descriptor and packing).
           const DType out_dt = index % 4 == 2 ? (dt == DType::bf16 ? DType::fp16 : DType::bf16) : dt;
+          // Two sm90 cases in five run as pair_cta clusters sharing K/V.
+          const bool pair = family == "sm90" && (index % 5 == 1 || index % 5 == 3);
           ++index;
-          MatrixCase c{family, make(family, dt, out_dt, d.qk, d.v, d.rope, m, group, varlen), ""};
+          MatrixCase c{family, make(family, dt, out_dt, d.qk, d.v, d.rope, m, group, varlen, pair), ""};
           c.label = family + "_" + to_string(dt) + "_qk" + std::to_string(d.qk) + "_v" +
                     std::to_string(d.v) + (d.rope ? "_rope" + std::to_string(d.rope) : "") + "_" +
                     to_string(m) + "_g" + std::to_string(group) + (varlen ? "_varlen" : "") +
-                    (out_dt != dt ? std::string("_o") + to_string(out_dt) : "");
+                    (out_dt != dt ? std::string("_o") + to_string(out_dt) : "") + (pair ? "_pair" : "");
           out.push_back(c);
         }
   }

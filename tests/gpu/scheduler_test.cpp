@@ -1,5 +1,6 @@
-// The sm90 tile schedulers: every choice computes the same attention, and the dynamic
-// scheduler's tile counter is per stream, resets itself, and can be supplied by the caller.
+// The sm90 tile schedulers: every choice computes the same attention, also as pair_cta clusters
+// (whose CTAs share K/V tiles), and the dynamic scheduler's tile counter is per stream, resets
+// itself, and can be supplied by the caller.
 #include "gpu_test_support.hpp"
 
 #include "runtime/device.hpp"
@@ -10,7 +11,8 @@
 namespace flashjit::testing {
 namespace {
 
-Config sm90_config(Mask mask, Scheduler scheduler, bool varlen, int head_dim = 128, int consumers = 0) {
+Config sm90_config(Mask mask, Scheduler scheduler, bool varlen, int head_dim = 128, int consumers = 0,
+                   bool pair = false) {
   Config c;
   c.arch = current_device().arch();
   c.head_dim = {head_dim, head_dim, 0};
@@ -20,6 +22,7 @@ Config sm90_config(Mask mask, Scheduler scheduler, bool varlen, int head_dim = 1
   c.lse = true;
   c.tuning.family = Family::sm90;
   c.tuning.scheduler = scheduler;
+  c.tuning.pair_cta = pair;
   return c;
 }
 
@@ -30,6 +33,7 @@ struct ScheduleCase {
   bool varlen;
   int head_dim = 128;
   int consumers = 0;  // 0: the family's choice
+  bool pair = false;  // pair_cta clusters
 };
 void PrintTo(const ScheduleCase& c, std::ostream* os) { *os << c.label; }
 
@@ -38,7 +42,7 @@ class ScheduleChoice : public ::testing::TestWithParam<ScheduleCase> {};
 TEST_P(ScheduleChoice, MatchesReference) {
   FLASHJIT_REQUIRE_SM90();
   const ScheduleCase& sc = GetParam();
-  const Config c = sm90_config(sc.mask, sc.scheduler, sc.varlen, sc.head_dim, sc.consumers);
+  const Config c = sm90_config(sc.mask, sc.scheduler, sc.varlen, sc.head_dim, sc.consumers, sc.pair);
   auto kernel = get_kernel(c);
   ProblemShape s;
   s.heads_q = s.heads_k = 3;
@@ -49,7 +53,7 @@ TEST_P(ScheduleChoice, MatchesReference) {
     s.seqlens_k = {900, 5, 129, 2000};
   } else {
     s.batch = 3;
-    s.seqlen_q = 1500;
+    s.seqlen_q = 1400;  // 11 blocks of 128 rows: the last pair_cta cluster has one CTA without rows
     s.seqlen_k = 1700;
   }
   // Several launches on one stream: the dynamic scheduler's counter must be back at zero.
@@ -73,7 +77,17 @@ INSTANTIATE_TEST_SUITE_P(
                       ScheduleCase{"none_transient", Mask::none, Scheduler::transient, false},
                       // three consumer warpgroups (BM 192) and one, each drawing tiles dynamically
                       ScheduleCase{"causal_dynamic_d64_bm192", Mask::causal, Scheduler::dynamic, true, 64, 3},
-                      ScheduleCase{"causal_dynamic_d64_bm64", Mask::causal, Scheduler::dynamic, false, 64, 1}),
+                      ScheduleCase{"causal_dynamic_d64_bm64", Mask::causal, Scheduler::dynamic, false, 64, 1},
+                      // pair_cta: both CTAs walk the union of their KV ranges (causal and window
+                      // ranges differ by a block), and CTAs without rows still free the stages
+                      ScheduleCase{"none_persistent_pair", Mask::none, Scheduler::persistent, false, 128, 0, true},
+                      ScheduleCase{"none_transient_pair", Mask::none, Scheduler::transient, false, 128, 0, true},
+                      ScheduleCase{"causal_persistent_pair", Mask::causal, Scheduler::persistent, false, 128, 0, true},
+                      ScheduleCase{"causal_transient_pair", Mask::causal, Scheduler::transient, false, 128, 0, true},
+                      ScheduleCase{"window_persistent_pair", Mask::sliding_window, Scheduler::persistent, false, 128, 0, true},
+                      ScheduleCase{"causal_persistent_pair_varlen", Mask::causal, Scheduler::persistent, true, 128, 0, true},
+                      ScheduleCase{"none_persistent_pair_d64_bm192", Mask::none, Scheduler::persistent, true, 64, 3, true},
+                      ScheduleCase{"causal_persistent_pair_d256", Mask::causal, Scheduler::persistent, false, 256, 0, true}),
     [](const ::testing::TestParamInfo<ScheduleCase>& info) { return std::string(info.param.label); });
 
 // Launches on two streams overlap; each stream has its own counter, so neither loses tiles.

@@ -1,0 +1,61 @@
+// Grid sizing and tile counts from the launch facts, without a GPU: a pair_cta kernel's tiles
+// are two m blocks, and its grids are whole clusters.
+#include "generator/generate.hpp"
+#include "generator/resolve.hpp"
+#include "runtime/launch_params.hpp"
+
+#include <gtest/gtest.h>
+
+namespace flashjit {
+namespace {
+
+struct Launch {
+  AttentionParams params;
+  LaunchGeometry geometry;
+};
+
+Launch plan(bool pair, Scheduler scheduler, int seqlen_q, int heads, int batch, int resident_ctas) {
+  Config c;
+  c.arch = "sm_90a";
+  c.head_dim = {128, 128, 0};
+  c.mask = Mask::causal;
+  c.tuning.pair_cta = pair;
+  c.tuning.scheduler = scheduler;
+  const Config r = resolve(c);
+  const KernelSource src = generate(r);
+  // Never dereferenced: make_params only checks alignment and strides.
+  const void* data = reinterpret_cast<const void*>(uintptr_t(1) << 20);
+  AttentionArgs a;
+  a.q = a.k = a.v = a.o = Tensor::bshd(data, seqlen_q, heads, 128);
+  a.batch = batch;
+  a.seqlen_q = a.seqlen_k = seqlen_q;
+  a.heads_q = a.heads_k = heads;
+  Launch l;
+  l.params = make_params(r, src.launch, a, resident_ctas, l.geometry);
+  return l;
+}
+
+TEST(LaunchParams, PairCtaTilesAreTwoMBlocks) {
+  // 1400 rows: 11 blocks of 128, so 6 pair tiles, the last one half empty.
+  const Launch single = plan(false, Scheduler::transient, 1400, 3, 2, 132);
+  EXPECT_EQ(single.params.num_m_blocks, 11);
+  EXPECT_EQ(single.geometry.grid[0], 11u);
+  const Launch pair = plan(true, Scheduler::transient, 1400, 3, 2, 132);
+  EXPECT_EQ(pair.params.num_m_blocks, 6);
+  EXPECT_EQ(pair.params.total_tiles, 6 * 3 * 2);
+  EXPECT_EQ(pair.geometry.grid[0], 12u);  // one CTA per m block, rounded up to whole clusters
+  EXPECT_EQ(pair.geometry.grid[1], 3u);
+  EXPECT_EQ(pair.geometry.grid[2], 2u);
+}
+
+TEST(LaunchParams, PersistentPairGridIsWholeResidentClusters) {
+  // 36 tiles fit in 66 resident clusters: one cluster per tile.
+  EXPECT_EQ(plan(true, Scheduler::persistent, 1400, 3, 2, 132).geometry.grid[0], 72u);
+  // 384 tiles: as many clusters as run at once (here the device fits 62 of them).
+  EXPECT_EQ(plan(true, Scheduler::persistent, 1400, 16, 4, 124).geometry.grid[0], 124u);
+  // Without clusters, one CTA per SM.
+  EXPECT_EQ(plan(false, Scheduler::persistent, 1400, 16, 4, 132).geometry.grid[0], 132u);
+}
+
+}  // namespace
+}  // namespace flashjit
