@@ -63,7 +63,7 @@ std::string artifact_text(const Artifact& a, const fs::path& file, const std::st
                                            : file.string()) + "\n";
   std::string launch = l.family + ", " + std::to_string(l.threads) + " threads";
   if (l.block_m) launch += ", tile " + std::to_string(l.block_m) + "x" + std::to_string(l.block_n);
-  if (l.cluster_m > 1) launch += ", cluster " + std::to_string(l.cluster_m);
+  if (l.cluster_m > 1) launch += ", clusters of " + std::to_string(l.cluster_m) + " CTAs sharing K/V";
   if (l.persistent) launch += l.tile_counter ? ", persistent (dynamic tiles)" : ", persistent";
   if (l.uses_tma) launch += l.tma_store_o ? ", TMA (O stored by TMA)" : ", TMA";
   s += in + "launch      " + launch + "\n";

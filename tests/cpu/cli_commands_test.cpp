@@ -174,8 +174,14 @@ TEST(CliCompile, CompilesForTargetsWithoutAGpuAndHitsTheCacheAfter) {
                            "smem        ", "advisories  "})
     EXPECT_TRUE(contains(text.out, part)) << part << "\n" << text.out;
 
-  // A target the config's family rejects: exit 2, the reason on stderr, the others still built.
+  // The launch line names what the generator chose: here TMA loads and pair_cta clusters.
   Scratch t;
+  const std::string pair = t.write("pair.json", R"({"arch": "sm_90a", "tuning": {"pair_cta": true}})");
+  const Outcome clustered = cli(store.get(), {"compile", pair});
+  ASSERT_EQ(clustered.code, 0) << clustered.err;
+  EXPECT_TRUE(contains(clustered.out, ", clusters of 2 CTAs sharing K/V, persistent, TMA")) << clustered.out;
+
+  // A target the config's family rejects: exit 2, the reason on stderr, the others still built.
   const std::string pinned = t.write("pinned.json", R"({"arch": "sm_90a", "tuning": {"family": "sm90"}})");
   const Outcome mixed = cli(store.get(), {"compile", pinned, "--arch", "sm_80,sm_90a"});
   EXPECT_EQ(mixed.code, 2);
