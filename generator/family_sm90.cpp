@@ -7,6 +7,7 @@
 #include "generator/tuning_rules.hpp"
 #include "generator/wgmma_emitter.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace flashjit {
@@ -61,6 +62,16 @@ SmemPlan smem_plan(const Config& c, const Sm90Tile& t, const ArchInfo& arch) {
     p.bytes += q;
   }
   return p;
+}
+
+// The longest-first (causal) order's head groups. The persistent schedule is static, so a group
+// narrower than a wave of CTAs mixes long and short tiles and can unbalance the SMs; H200
+// measurements (docs/sm90.md): grouping as many (batch, head) pairs as have K/V within ~32 MB
+// of L2 pays for head dims up to 128 (d128 causal 8k: 559 vs 537 TFLOP/s), one global order is
+// better above (d256 causal 8k: 567 vs 421).
+long long lpt_l2_bytes(const Config& c) {
+  const bool longest_first = c.mask == Mask::causal;
+  return longest_first && std::max(c.head_dim.qk, c.head_dim.v) <= 128 ? 32ll << 20 : 0;
 }
 
 // Registers each consumer thread gets after setmaxnreg (the producer keeps 24-56).
@@ -202,6 +213,7 @@ class Sm90Family final : public KernelFamily {
     const SmemPlan plan = smem_plan(c, {cwg, *t.BN, *t.num_kv_stages}, arch);
     s.launch.tma_store_o = plan.o_slabs;
     s.launch.cluster_m = *t.pair_cta ? 2 : 1;
+    s.launch.lpt_l2_bytes = lpt_l2_bytes(c);
     std::vector<int> widths = {*t.BN, c.head_dim.v};
     s.unit = emit::unit_header(s.name, c) +
              emit::traits_struct(

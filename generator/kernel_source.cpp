@@ -6,7 +6,7 @@ nlohmann::json to_json(const LaunchInfo& l) {
   return {{"family", l.family},       {"entry", l.entry},         {"threads", l.threads},
           {"smem_bytes", l.smem_bytes}, {"block_m", l.block_m},   {"block_n", l.block_n},
           {"cluster_m", l.cluster_m}, {"persistent", l.persistent}, {"tile_counter", l.tile_counter},
-          {"uses_tma", l.uses_tma}, {"tma_store_o", l.tma_store_o}};
+          {"uses_tma", l.uses_tma}, {"tma_store_o", l.tma_store_o}, {"lpt_l2_bytes", l.lpt_l2_bytes}};
 }
 
 LaunchInfo launch_info_from_json(const nlohmann::json& j) {
@@ -22,6 +22,7 @@ LaunchInfo launch_info_from_json(const nlohmann::json& j) {
   l.tile_counter = j.at("tile_counter").get<bool>();
   l.uses_tma = j.at("uses_tma").get<bool>();
   l.tma_store_o = j.at("tma_store_o").get<bool>();
+  l.lpt_l2_bytes = j.at("lpt_l2_bytes").get<long long>();
   return l;
 }
 

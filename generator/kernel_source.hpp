@@ -23,6 +23,9 @@ struct LaunchInfo {
                               // int that is zero and not used by a concurrent launch
   bool uses_tma = false;    // host encodes the TMA descriptors in AttentionParams
   bool tma_store_o = false;  // ... including O's, with a box of 64 rows (one consumer's slab)
+  // Longest-first tile orders: (batch, head) pairs are taken in groups whose K/V fit in this many
+  // bytes of L2 (params.lpt_group); 0 means one order over all pairs.
+  long long lpt_l2_bytes = 0;
 };
 nlohmann::json to_json(const LaunchInfo& l);
 LaunchInfo launch_info_from_json(const nlohmann::json& j);

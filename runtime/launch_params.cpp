@@ -124,17 +124,13 @@ AttentionParams make_params(const Config& c, const LaunchInfo& launch, const Att
   const int64_t tiles = int64_t(p.num_m_blocks) * a.heads_q * a.batch;
   if (tiles > (int64_t(1) << 31) - 1) fail("too many tiles for one launch");
   p.total_tiles = static_cast<int>(tiles);
-  // (batch, head) pairs per longest-first group. The persistent schedule is static, so a group
-  // narrower than a wave of CTAs mixes long and short tiles and can unbalance the SMs; H200
-  // measurements (docs/sm90.md): grouping as many pairs as have K/V within ~32 MB of L2 pays for
-  // head dims up to 128 (d128 causal 8k: 559 vs 537 TFLOP/s), one global order is better above
-  // (d256 causal 8k: 567 vs 421).
+  // (batch, head) pairs per longest-first group: as many as have K/V within the L2 budget the
+  // generator chose (launch.lpt_l2_bytes), or all of them.
   const int64_t pairs = int64_t(a.heads_q) * a.batch;
   const int64_t kv_bytes = std::max<int64_t>(1, int64_t(a.seqlen_k) * (c.head_dim.qk + c.head_dim.v) *
                                                     dtype_bytes(c.dtype.qkv));
-  const bool group_heads = std::max(c.head_dim.qk, c.head_dim.v) <= 128;
   p.lpt_group = static_cast<int>(
-      group_heads ? std::clamp<int64_t>((int64_t(32) << 20) / kv_bytes, 1, pairs) : pairs);
+      launch.lpt_l2_bytes > 0 ? std::clamp<int64_t>(launch.lpt_l2_bytes / kv_bytes, 1, pairs) : pairs);
   geo.empty = tiles == 0;
   if (launch.persistent) {
     const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(tiles, resident_ctas / cluster));

@@ -109,6 +109,20 @@ TEST(Generator, PairCtaLaunchesClustersOfTwo) {
   EXPECT_EQ(launch_info_from_json(to_json(pair.launch)).cluster_m, 2);
 }
 
+// The L2 budget of the causal order's head groups comes with the kernel (docs/sm90.md, step 3).
+TEST(Generator, CausalKernelsCarryTheirHeadGroupBudget) {
+  Config c = example("causal_d128.json");
+  c.arch = "sm_90a";
+  const KernelSource grouped = generate(c);
+  EXPECT_EQ(grouped.launch.lpt_l2_bytes, 32ll << 20);
+  EXPECT_EQ(launch_info_from_json(to_json(grouped.launch)).lpt_l2_bytes, 32ll << 20);
+  c.head_dim = {256, 256, 0};
+  EXPECT_EQ(generate(c).launch.lpt_l2_bytes, 0);
+  c.head_dim = {128, 128, 0};
+  c.mask = Mask::none;
+  EXPECT_EQ(generate(c).launch.lpt_l2_bytes, 0);
+}
+
 // Beside one Q buffer and the K/V ring, shared memory takes O slabs for a TMA store (not for
 // ragged batches, where it cannot be exact), then a second Q buffer, each where it fits in
 // 227 KB on sm_90a.

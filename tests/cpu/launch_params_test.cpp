@@ -14,10 +14,11 @@ struct Launch {
   LaunchGeometry geometry;
 };
 
-Launch plan(bool pair, Scheduler scheduler, int seqlen_q, int heads, int batch, int resident_ctas) {
+Launch plan(bool pair, Scheduler scheduler, int seqlen_q, int heads, int batch, int resident_ctas,
+           int head_dim = 128) {
   Config c;
   c.arch = "sm_90a";
-  c.head_dim = {128, 128, 0};
+  c.head_dim = {head_dim, head_dim, 0};
   c.mask = Mask::causal;
   c.tuning.pair_cta = pair;
   c.tuning.scheduler = scheduler;
@@ -26,7 +27,7 @@ Launch plan(bool pair, Scheduler scheduler, int seqlen_q, int heads, int batch, 
   // Never dereferenced: make_params only checks alignment and strides.
   const void* data = reinterpret_cast<const void*>(uintptr_t(1) << 20);
   AttentionArgs a;
-  a.q = a.k = a.v = a.o = Tensor::bshd(data, seqlen_q, heads, 128);
+  a.q = a.k = a.v = a.o = Tensor::bshd(data, seqlen_q, heads, head_dim);
   a.batch = batch;
   a.seqlen_q = a.seqlen_k = seqlen_q;
   a.heads_q = a.heads_k = heads;
@@ -55,6 +56,19 @@ TEST(LaunchParams, PersistentPairGridIsWholeResidentClusters) {
   EXPECT_EQ(plan(true, Scheduler::persistent, 1400, 16, 4, 124).geometry.grid[0], 124u);
   // Without clusters, one CTA per SM.
   EXPECT_EQ(plan(false, Scheduler::persistent, 1400, 16, 4, 132).geometry.grid[0], 132u);
+}
+
+// Causal tiles go longest first within groups of (batch, head) pairs whose K/V share L2 (head
+// dims up to 128), else in one order over all pairs.
+TEST(LaunchParams, LongestFirstGroupsHeadsWhoseKVFitTheL2Budget) {
+  // d128, 8k keys: K and V are 8192 x 256 x 2 B = 4 MB per pair, 32 MB hold 8 of the 32 pairs.
+  EXPECT_EQ(plan(false, Scheduler::dynamic, 8192, 16, 2, 132).params.lpt_group, 8);
+  // 512 keys: 256 KB per pair, so every pair fits in one group.
+  EXPECT_EQ(plan(false, Scheduler::dynamic, 512, 16, 2, 132).params.lpt_group, 32);
+  // 64k keys: 32 MB per pair, one pair per group at least.
+  EXPECT_EQ(plan(false, Scheduler::dynamic, 65536, 2, 1, 132).params.lpt_group, 1);
+  // d256: one order over all pairs.
+  EXPECT_EQ(plan(false, Scheduler::dynamic, 8192, 8, 2, 132, 256).params.lpt_group, 16);
 }
 
 }  // namespace
