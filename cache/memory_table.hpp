@@ -1,6 +1,6 @@
 // A thread-safe in-memory table in front of the disk cache: the first caller for a key builds
 // the value, concurrent callers for the same key wait for it, later callers get it at the cost
-// of one hash-map lookup.
+// of one hash-map lookup. Keys are any hashable, equality-comparable type.
 #pragma once
 
 #include <functional>
@@ -12,10 +12,10 @@
 
 namespace flashjit::cache {
 
-template <class V>
+template <class V, class Key = std::string, class Hash = std::hash<Key>>
 class MemoryTable {
  public:
-  std::shared_ptr<V> get_or_create(const std::string& key, const std::function<std::shared_ptr<V>()>& make) {
+  std::shared_ptr<V> get_or_create(const Key& key, const std::function<std::shared_ptr<V>()>& make) {
     {
       std::shared_lock<std::shared_mutex> read(mutex_);
       auto it = slots_.find(key);
@@ -54,7 +54,7 @@ class MemoryTable {
     std::shared_ptr<V> value;
   };
   mutable std::shared_mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<Slot>> slots_;
+  std::unordered_map<Key, std::shared_ptr<Slot>, Hash> slots_;
 };
 
 }  // namespace flashjit::cache

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -363,6 +364,19 @@ json to_json(const Config& c) {
       {"outputs", {{"lse", c.lse}}},
       {"tuning", t},
   };
+}
+
+std::size_t ConfigHash::operator()(const Config& c) const {
+  std::size_t h = std::hash<std::string>()(c.arch);
+  auto mix = [&h](long long v) { h ^= std::hash<long long>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  const Tuning& t = c.tuning;
+  for (long long v : {(long long)c.dtype.qkv, (long long)c.dtype.out, (long long)c.head_dim.qk,
+                      (long long)c.head_dim.v, (long long)c.head_dim.rope, (long long)c.group,
+                      (long long)c.mask, (long long)c.varlen, (long long)c.lse,
+                      (long long)t.seqlen_hint.value_or(-1), (long long)t.BN.value_or(-1),
+                      (long long)t.BM.value_or(-1)})
+    mix(v);
+  return h;
 }
 
 std::string canonical_json(const Config& c) {

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <cstddef>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -32,6 +33,7 @@ struct DTypes {
   DType out = DType::bf16;
   std::optional<DType> rope;   // dtype of the rope columns of Q and K; unset: same as qkv
   std::optional<DType> scale;  // dtype of per-token scales; set only when a scale is per_token
+  bool operator==(const DTypes&) const = default;
 };
 
 struct HeadDims {
@@ -39,11 +41,13 @@ struct HeadDims {
   int v = 128;     // V/O depth
   int rope = 0;    // the last `rope` columns of Q and K, stored in their own tensors
   int nope() const { return qk - rope; }
+  bool operator==(const HeadDims&) const = default;
 };
 
 struct KvLayout {
   bool paged = false;
   int page_size = 0;
+  bool operator==(const KvLayout&) const = default;
 };
 
 struct Scales {
@@ -54,6 +58,7 @@ struct Scales {
     return q != ScaleGranularity::none || k != ScaleGranularity::none ||
            v != ScaleGranularity::none;
   }
+  bool operator==(const Scales&) const = default;
 };
 
 // Everything here is optional in a user's config and filled in by resolve().
@@ -74,6 +79,7 @@ struct Tuning {
   // The key length the kernel is expected to see: tiles left unset are chosen for it. Read by
   // resolve() and not kept in the resolved config, which names the tiles themselves.
   std::optional<int> seqlen_hint;
+  bool operator==(const Tuning&) const = default;
 };
 
 struct Config {
@@ -87,6 +93,14 @@ struct Config {
   Scales scales;
   bool lse = false;  // outputs.lse
   Tuning tuning;
+  // Field by field, so a field added later is compared without anyone remembering to.
+  bool operator==(const Config&) const = default;
+};
+
+// A hash of the fields that tell configs apart most often (equal configs hash equally); with
+// operator== it keys the runtime's table of loaded kernels without serialising the config.
+struct ConfigHash {
+  std::size_t operator()(const Config& c) const;
 };
 
 // One broken rule: where (a dotted JSON path), what was found, and which rule it breaks.

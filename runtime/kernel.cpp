@@ -10,7 +10,6 @@
 #include "runtime/launch_params.hpp"
 #include "runtime/tile_counters.hpp"
 
-#include <cstdio>
 
 namespace flashjit {
 
@@ -113,15 +112,24 @@ class LoadedKernel final : public Kernel {
   int resident_ctas_ = 0;  // sizes persistent grids
 };
 
-cache::MemoryTable<const Kernel>& table() {
-  static auto* t = new cache::MemoryTable<const Kernel>();
-  return *t;
-}
+// Loaded kernels by (context, kind, config): configs are compared field by field, so the warm
+// path neither serialises nor hashes the whole config.
+enum class Kind { as_given, resolved, reference };
+struct MemoKey {
+  CUcontext context;
+  Kind kind;
+  Config config;
+  bool operator==(const MemoKey&) const = default;
+};
+struct MemoKeyHash {
+  std::size_t operator()(const MemoKey& k) const {
+    return ConfigHash()(k.config) ^ (std::hash<void*>()(k.context) * 31 + std::size_t(k.kind));
+  }
+};
 
-std::string memo_key(const DeviceInfo& dev, const Config& c, const char* kind) {
-  char ctx[32];
-  std::snprintf(ctx, sizeof ctx, "%p", static_cast<void*>(dev.context));
-  return std::string(kind) + "|" + ctx + "|" + canonical_json(c);
+cache::MemoryTable<const Kernel, MemoKey, MemoKeyHash>& table() {
+  static auto* t = new cache::MemoryTable<const Kernel, MemoKey, MemoKeyHash>();
+  return *t;
 }
 
 Config for_device(Config c, const DeviceInfo& dev) {
@@ -136,9 +144,9 @@ Config for_device(Config c, const DeviceInfo& dev) {
 std::shared_ptr<const Kernel> get_kernel(const Config& config) {
   const DeviceInfo& dev = current_device();
   Config c = for_device(config, dev);
-  return table().get_or_create(memo_key(dev, c, "cfg"), [&] {
+  return table().get_or_create({dev.context, Kind::as_given, c}, [&] {
     Config resolved = resolve(c);
-    return table().get_or_create(memo_key(dev, resolved, "fwd"), [&] {
+    return table().get_or_create({dev.context, Kind::resolved, resolved}, [&] {
       Artifact a = build_artifact(generate(resolved));
       return std::make_shared<const LoadedKernel>(std::move(a), std::move(resolved), dev);
     });
@@ -154,7 +162,7 @@ std::shared_ptr<const Kernel> get_kernel(const Config& config, int64_t seqlen_k)
 std::shared_ptr<const Kernel> get_reference_kernel(const Config& config) {
   const DeviceInfo& dev = current_device();
   Config c = for_device(config, dev);
-  return table().get_or_create(memo_key(dev, c, "ref"), [&] {
+  return table().get_or_create({dev.context, Kind::reference, c}, [&] {
     KernelSource src = generate_reference(c);
     Artifact a = build_artifact(src);
     Config problem = c;

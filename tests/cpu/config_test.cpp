@@ -57,6 +57,51 @@ TEST(Config, RoundTripsThroughJson) {
   EXPECT_EQ(canonical_json(c), canonical_json(again));
 }
 
+// Every leaf of the JSON form, changed: the configs compare unequal exactly when their
+// canonical forms differ, and equal configs hash equally (the runtime keys loaded kernels so).
+TEST(Config, EqualityAndHashFollowTheCanonicalForm) {
+  json full = base();
+  full["tuning"] = json::parse(R"({"family": "sm90", "BM": 128, "BN": 128, "num_kv_stages": 2,
+      "num_qk_stages": 1, "num_pv_stages": 1, "swizzle": 128, "pair_cta": false, "shared_kv": false,
+      "splitk_partitions": 1, "scheduler": "dynamic", "consumer_warpgroups": 2, "seqlen_hint": 512})");
+  const Config c = parse_config(full);
+  EXPECT_TRUE(c == parse_config(to_json(c)));
+  EXPECT_EQ(ConfigHash()(c), ConfigHash()(parse_config(to_json(c))));
+
+  const json canonical = to_json(c);
+  const json flat = canonical.flatten();
+  const std::vector<json> alternatives = {64, true, "fp16", "bf16", "none", "per_head", "sm80", "persistent",
+                                          "sliding_window"};
+  int changed = 0;
+  for (const auto& [path, value] : flat.items()) {
+    if (path == "/schema") continue;
+    std::vector<json> tries;
+    if (value.is_number()) tries = {value.get<int>() + 16};
+    else if (value.is_boolean()) tries = {!value.get<bool>()};
+    else if (path == "/arch") tries = {"sm_80"};
+    else tries = alternatives;
+    bool done = false;
+    for (const json& v : tries) {
+      if (v == value) continue;
+      json mutated = flat;
+      mutated[path] = v;
+      Config m;
+      try {
+        m = parse_config(mutated.unflatten());
+      } catch (const ConfigError&) {
+        continue;
+      }
+      EXPECT_FALSE(m == c) << path << " = " << v.dump();
+      EXPECT_NE(canonical_json(m), canonical_json(c)) << path;
+      done = true;
+      break;
+    }
+    EXPECT_TRUE(done) << "no other value of " << path << " parses";
+    changed += done;
+  }
+  EXPECT_GE(changed, 25);  // every field of the config, tuning included
+}
+
 TEST(Config, UnknownKeysAreErrorsAtTheirPath) {
   json j = base();
   j["dtype"]["qvk"] = "bf16";
