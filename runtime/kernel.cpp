@@ -10,7 +10,6 @@
 #include "runtime/launch_params.hpp"
 #include "runtime/tile_counters.hpp"
 
-
 namespace flashjit {
 
 Tensor Tensor::bshd(const void* data, int64_t seqlen, int64_t heads, int64_t dim) {

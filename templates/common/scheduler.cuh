@@ -12,6 +12,7 @@
 // cluster always visit the same (batch, head) and can share its K/V.
 #pragma once
 
+#include "common/cluster.cuh"
 #include "common/params.cuh"
 #include "common/types.cuh"
 
@@ -51,18 +52,6 @@ __device__ __forceinline__ WorkTile decode_tile(const AttentionParams& p, int ti
   w.batch = bh / p.heads_q;
   w.head = bh - w.batch * p.heads_q;
   return w;
-}
-
-// This CTA's rank in its cluster along M (0 without clusters).
-template <int kClusterM>
-__device__ __forceinline__ int cluster_m_rank() {
-  if constexpr (kClusterM == 1) {
-    return 0;
-  } else {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return int(r);
-  }
 }
 
 template <bool kLongestFirst, int kClusterM = 1>

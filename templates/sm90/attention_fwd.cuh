@@ -140,7 +140,7 @@ struct ForwardKernel {
       }
     }
     const u64 evict_last = policy_evict_last();
-    const bool rank0 = !kPair || cluster_rank() == 0;
+    const bool rank0 = cluster_m_rank<kClusterM>() == 0;
     const bool loads_k = leader && rank0;
     const bool loads_v = leader && (!kPair || !rank0);
     for (int n = r.kv_max - 1; n >= r.kv_min; --n) {

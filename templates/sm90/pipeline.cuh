@@ -6,6 +6,7 @@
 // empty barrier counts the consumers of both.
 #pragma once
 
+#include "common/cluster.cuh"
 #include "sm90/ptx.cuh"
 
 namespace flashjit::sm90 {
@@ -47,7 +48,7 @@ struct StageBarriers {
   __device__ __forceinline__ void consumer_release(PipelineState<kStages> s) const {
     if ((threadIdx.x & 31) == 0) {
       mbar_arrive(empty(s.index));
-      if constexpr (kPair) mbar_arrive_cluster(empty(s.index), cluster_rank() ^ 1);
+      if constexpr (kPair) mbar_arrive_cluster(empty(s.index), cluster_m_rank<2>() ^ 1);
     }
   }
   // Producer, after its last tile (kPair): until the consumers of both CTAs have freed every

@@ -135,11 +135,6 @@ __device__ __forceinline__ void named_barrier_arrive(u32 id, u32 threads) {
 
 // ---- clusters ----------------------------------------------------------------------------------
 
-__device__ __forceinline__ u32 cluster_rank() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
 // Every thread of every CTA in the cluster: arrive, then wait for all (the mbarrier inits of
 // the other CTA are visible after it).
 __device__ __forceinline__ void cluster_sync() {
