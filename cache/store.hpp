@@ -25,7 +25,7 @@
 
 namespace flashjit::cache {
 
-inline constexpr std::uint32_t kFormatVersion = 3;
+inline constexpr std::uint32_t kFormatVersion = 4;
 
 struct Entry {
   nlohmann::json manifest;  // free-form JSON the caller stores beside the binary

@@ -35,7 +35,10 @@ nlohmann::json key_inputs(const KernelSource& src) {
   const std::string source = compilation_source(src);
   auto options = compile_options(src);
   options.insert(options.end(), src.options.begin(), src.options.end());
+  // The launch metadata is stored with the cubin and used as loaded, so it is part of the key: a
+  // generator change that only moves launch values (grid rules, L2 budgets) must miss.
   return {{"source_sha256", cache::sha256_hex(source)},
+          {"launch_sha256", cache::sha256_hex(to_json(src.launch).dump())},
           {"nvrtc", nvrtc_identity()},
           {"options", options},
           {"arch", src.arch},
@@ -46,6 +49,7 @@ nlohmann::json key_inputs(const KernelSource& src) {
 cache::Key key_from_inputs(const nlohmann::json& in) {
   cache::KeyBuilder b;
   b.add("source_sha256", in.at("source_sha256").get<std::string>())
+      .add("launch_sha256", in.at("launch_sha256").get<std::string>())
       .add("nvrtc", in.at("nvrtc").get<std::string>())
       .add("options", join(in.at("options").get<std::vector<std::string>>(), '\n'))
       .add("arch", in.at("arch").get<std::string>())

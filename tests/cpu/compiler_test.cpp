@@ -127,8 +127,8 @@ TEST(PtxasReport, ParsesRegistersSpillsAndAdvisories) {
   EXPECT_TRUE(round.has_advisory("C7508"));
 }
 
-// A change of source, options, arch, NVRTC version, flashjit version or cache format changes
-// the key; nothing else does.
+// A change of source, launch metadata, options, arch, NVRTC version, flashjit version or cache
+// format changes the key; nothing else does.
 TEST(CacheKey, ChangesWithEveryInput) {
   Config c = load_config_file(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs/default.json");
   KernelSource src = generate(c);
@@ -154,6 +154,12 @@ TEST(CacheKey, ChangesWithEveryInput) {
   KernelSource edited = src;
   edited.unit += "\n// a template edit\n";
   EXPECT_NE(artifact_key(edited).hex, k0);
+
+  // Launch values come from the entry as stored: one the source does not show must miss too.
+  KernelSource relaunched = src;
+  relaunched.launch.lpt_l2_bytes += 1 << 20;
+  EXPECT_EQ(relaunched.unit, src.unit);
+  EXPECT_NE(artifact_key(relaunched).hex, k0);
 }
 
 }  // namespace
