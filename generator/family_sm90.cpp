@@ -64,14 +64,17 @@ SmemPlan smem_plan(const Config& c, const Sm90Tile& t, const ArchInfo& arch) {
   return p;
 }
 
-// The longest-first (causal) order's head groups. The persistent schedule is static, so a group
-// narrower than a wave of CTAs mixes long and short tiles and can unbalance the SMs; H200
-// measurements (docs/sm90.md): grouping as many (batch, head) pairs as have K/V within ~32 MB
-// of L2 pays for head dims up to 128 (d128 causal 8k: 559 vs 537 TFLOP/s), one global order is
-// better above (d256 causal 8k: 567 vs 421).
-long long lpt_l2_bytes(const Config& c) {
-  const bool longest_first = c.mask == Mask::causal;
-  return longest_first && std::max(c.head_dim.qk, c.head_dim.v) <= 128 ? 32ll << 20 : 0;
+// The longest-first (causal) order's head groups: as many (batch, head) pairs as have K/V within
+// ~32 MB of L2. H200 measurements (docs/sm90.md, steps 3 and 8): with the dynamic scheduler the
+// groups pay at every head dim. At d256 causal the global order read 447 MB from DRAM at 512 and
+// 719 MB at 2k (the minimum is ~270 MB), grouped 256 and 297 MB (bf16, TFLOP/s: 512 279 -> 340,
+// 1k 385 -> 466). The static persistent schedule strides over the order, so a group narrower
+// than a wave mixes long and short tiles; above d128 it keeps one global order (d256 causal 8k:
+// 567 vs 421).
+long long lpt_l2_bytes(const Config& c, Scheduler scheduler) {
+  if (c.mask != Mask::causal) return 0;
+  const bool wide = std::max(c.head_dim.qk, c.head_dim.v) > 128;
+  return wide && scheduler != Scheduler::dynamic ? 0 : 32ll << 20;
 }
 
 // Registers each consumer thread gets after setmaxnreg (the producer keeps 24-56).
@@ -213,7 +216,7 @@ class Sm90Family final : public KernelFamily {
     const SmemPlan plan = smem_plan(c, {cwg, *t.BN, *t.num_kv_stages}, arch);
     s.launch.tma_store_o = plan.o_slabs;
     s.launch.cluster_m = *t.pair_cta ? 2 : 1;
-    s.launch.lpt_l2_bytes = lpt_l2_bytes(c);
+    s.launch.lpt_l2_bytes = lpt_l2_bytes(c, *t.scheduler);
     std::vector<int> widths = {*t.BN, c.head_dim.v};
     s.unit = emit::unit_header(s.name, c) +
              emit::traits_struct(

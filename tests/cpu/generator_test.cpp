@@ -116,8 +116,16 @@ TEST(Generator, CausalKernelsCarryTheirHeadGroupBudget) {
   const KernelSource grouped = generate(c);
   EXPECT_EQ(grouped.launch.lpt_l2_bytes, 32ll << 20);
   EXPECT_EQ(launch_info_from_json(to_json(grouped.launch)).lpt_l2_bytes, 32ll << 20);
+  c.tuning.scheduler = Scheduler::persistent;
+  EXPECT_EQ(generate(c).launch.lpt_l2_bytes, 32ll << 20);
+  // Above d128 only the dynamic scheduler (the causal default) groups heads.
   c.head_dim = {256, 256, 0};
   EXPECT_EQ(generate(c).launch.lpt_l2_bytes, 0);
+  c.tuning.scheduler.reset();
+  EXPECT_EQ(generate(c).launch.lpt_l2_bytes, 32ll << 20);
+  c.tuning.scheduler = Scheduler::dynamic;
+  EXPECT_EQ(generate(c).launch.lpt_l2_bytes, 32ll << 20);
+  c.tuning.scheduler.reset();
   c.head_dim = {128, 128, 0};
   c.mask = Mask::none;
   EXPECT_EQ(generate(c).launch.lpt_l2_bytes, 0);

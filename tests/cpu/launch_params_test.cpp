@@ -67,8 +67,10 @@ TEST(LaunchParams, LongestFirstGroupsHeadsWhoseKVFitTheL2Budget) {
   EXPECT_EQ(plan(false, Scheduler::dynamic, 512, 16, 2, 132).params.lpt_group, 32);
   // 64k keys: 32 MB per pair, one pair per group at least.
   EXPECT_EQ(plan(false, Scheduler::dynamic, 65536, 2, 1, 132).params.lpt_group, 1);
-  // d256: one order over all pairs.
-  EXPECT_EQ(plan(false, Scheduler::dynamic, 8192, 8, 2, 132, 256).params.lpt_group, 16);
+  // d256, 8k keys: 8 MB per pair, 4 of the 16 pairs per group with the dynamic scheduler; the
+  // static persistent order keeps one order over all pairs.
+  EXPECT_EQ(plan(false, Scheduler::dynamic, 8192, 8, 2, 132, 256).params.lpt_group, 4);
+  EXPECT_EQ(plan(false, Scheduler::persistent, 8192, 8, 2, 132, 256).params.lpt_group, 16);
 }
 
 }  // namespace
