@@ -51,6 +51,8 @@ Config options:
                      gets tuning.seqlen_hint from its key length, as get_kernel(config, seqlen_k))
 Timing:
   --warmup N (10)  --iters N (30)  --flush-mb MB (256; 0: no L2 flush between launches)
+  --cooldown-ms MS   idle pause before each point (500), so no point runs at the clocks the
+                     power draw of the points before it left
   --check            verify each point once against the fp32 reference first (on a problem
                      capped at --check-max-seqlen, default 2048, and 4096 tokens)
   --jobs N           parallel compiles before timing (default: the CPU count)
@@ -275,12 +277,14 @@ int gpu_run(const Args& a, const std::vector<BenchPoint>& points, const Settings
                   {{"warmup", st.timing.warmup},
                    {"iters", st.timing.iters},
                    {"flush_bytes", st.timing.flush_bytes},
+                   {"cooldown_ms", st.timing.cooldown_ms},
                    {"check", st.check},
                    {"check_max_seqlen", st.check_max_seqlen},
                    {"seed", st.seed},
                    {"method",
                     "CUDA events around each launch; an L2-flushing memset before each; inputs "
-                    "rotated over sets totalling > 3x L2; median of iters"}}},
+                    "rotated over sets totalling > 3x L2; an idle pause before each point; "
+                    "median of iters"}}},
                  {"points", json::array()}};
   const std::string json_path = a.get_or("json", "");
   auto save = [&] {
@@ -384,7 +388,7 @@ int main(int argc, char** argv) {
     Args a(argc, argv,
            {"config", "dtype", "head-dim", "mask", "seqlen", "batch", "seqlen-q", "seqlen-k", "heads",
             "kv-heads", "layout", "seqlens-q", "seqlens-k", "window-left", "window-right", "arch",
-            "tuning", "family", "warmup", "iters", "flush-mb", "json", "jobs", "seed",
+            "tuning", "family", "warmup", "iters", "flush-mb", "cooldown-ms", "json", "jobs", "seed",
             "check-max-seqlen", "point-timeout"},
            {"grid", "check", "dry-run", "compile-only", "no-seqlen-hint", "help"});
     if (a.flag("help")) {
@@ -401,6 +405,7 @@ int main(int argc, char** argv) {
     st.timing.warmup = a.get_int("warmup", 10);
     st.timing.iters = a.get_int("iters", 30);
     st.timing.flush_bytes = size_t(a.get_int("flush-mb", 256)) << 20;
+    st.timing.cooldown_ms = a.get_int("cooldown-ms", 500);
     if (st.timing.iters < 1) throw UsageError("--iters must be at least 1");
     if (st.timing.iters < 20)
       std::cerr << "flashjit_bench: note: --iters " << st.timing.iters

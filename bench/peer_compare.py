@@ -132,6 +132,7 @@ def time_backend(torch, backend_name, point, args, flush):
             try:
                 run(0)  # plan / autotune outside the timing
                 torch.cuda.synchronize()
+                time.sleep(args.cooldown_ms / 1000.0)  # start from an idle GPU, as flashjit_bench
             except Exception as e:  # noqa: BLE001
                 reasons = [str(w.message).splitlines()[0] for w in caught][:3]
                 msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -211,6 +212,8 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--flush-mb", type=int, default=256)
+    ap.add_argument("--cooldown-ms", type=int, default=None,
+                    help="idle pause before each point (default: the flashjit report's, else 500)")
     ap.add_argument("--l2-bytes", type=int, default=None, help="default: the GPU's")
     ap.add_argument("--max-bytes", type=int, default=8 * 2 ** 30, help="cap of rotated inputs")
     ap.add_argument("--skip-torch", action="store_true", help="render without measuring torch")
@@ -229,6 +232,8 @@ def main(argv=None):
         except (OSError, ValueError) as e:
             log("peer_compare: cannot read %s (%s); no JIT section" % (args.jit, e))
     points = [p for p in fj.get("points", []) if p.get("shape")]
+    if args.cooldown_ms is None:
+        args.cooldown_ms = fj.get("settings", {}).get("cooldown_ms", 500)
 
     torch_env = {}
     if args.torch_results:
@@ -251,8 +256,9 @@ def main(argv=None):
         "settings": {"warmup": fj_settings.get("warmup", args.warmup),
                      "iters": fj_settings.get("iters", args.iters),
                      "flush_mb": fj_settings.get("flush_bytes", args.flush_mb * 2 ** 20) // 2 ** 20,
+                     "cooldown_ms": fj_settings.get("cooldown_ms", 0),
                      "torch_warmup": args.warmup, "torch_iters": args.iters,
-                     "torch_flush_mb": args.flush_mb},
+                     "torch_flush_mb": args.flush_mb, "torch_cooldown_ms": args.cooldown_ms},
         "flashjit_report": {k: fj.get(k) for k in ("host", "build", "gpu", "settings", "mode")},
         "torch_results": torch_results,
         "rows": rows,

@@ -261,6 +261,17 @@ def environment_lines(env):
     return lines
 
 
+def cooldown_line(settings):
+    """The Method line on the idle pause before each point (both harnesses take the same one)."""
+    ms = settings.get("cooldown_ms", 0)
+    if not ms:
+        return ("- Points ran back to back: a point's clocks depend on the power drawn by the "
+                "points before it.")
+    return ("- Each point starts from an idle GPU: a %d ms pause before its warm-up (%d ms for "
+            "torch), so no point runs at the clocks the power draw of the points before it left."
+            % (ms, settings.get("torch_cooldown_ms", ms) or 0))
+
+
 def render_markdown(merged, jit=None):
     env = merged.get("env", {})
     settings = merged.get("settings", {})
@@ -283,6 +294,7 @@ def render_markdown(merged, jit=None):
             "`sdpa_kernel(SDPBackend.CUDNN_ATTENTION)` and `sdpa_kernel(SDPBackend.FLASH_ATTENTION)`."
             % (settings.get("iters", "?"), settings.get("warmup", "?"),
                settings.get("flush_mb", "?")),
+            cooldown_line(settings),
             "- flashjit and torch run in separate processes on the same GPU, one after the other.",
             "- `check`: flashjit's output against the fp32 reference kernel before timing "
             "(‖out−ref‖/‖ref‖; on a problem capped at seqlen 2k and 4096 tokens).",

@@ -185,6 +185,15 @@ class MergeTest(unittest.TestCase):
         self.assertIn("skipped", md)
         self.assertIn("boom \\| pipe", md)  # escaped for the table
         self._tables_are_rectangular(md)  # every row has its header's column count
+        self.assertIn("Points ran back to back", md)  # a report from before the idle pause
+
+    def test_method_names_the_idle_pause_of_each_harness(self):
+        merged = {"env": {}, "rows": self.rows, "geomeans": report.geomean_groups(self.rows),
+                  "settings": {"iters": 30, "warmup": 10, "flush_mb": 256, "cooldown_ms": 500,
+                               "torch_cooldown_ms": 250}}
+        md = report.render_markdown(merged)
+        self.assertIn("a 500 ms pause before its warm-up (250 ms for torch)", md)
+        self.assertNotIn("back to back", md)
 
     def _tables_are_rectangular(self, md):
         cols = None

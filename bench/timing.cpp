@@ -5,12 +5,15 @@
 #include "runtime/driver.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 namespace flashjit::bench {
 
 Timer::Timer(const TimingOptions& options) : options_(options) {
   options_.iters = std::max(1, options_.iters);
   options_.warmup = std::max(0, options_.warmup);
+  options_.cooldown_ms = std::max(0, options_.cooldown_ms);
   current_device();  // makes the primary context current
   const DriverApi& d = driver();
   if (options_.flush_bytes) {
@@ -35,6 +38,10 @@ void Timer::flush(int i) {
 TimingResult Timer::time(const Kernel& kernel, const std::vector<AttentionArgs>& sets) {
   const DriverApi& d = driver();
   const int n = static_cast<int>(sets.size());
+  if (options_.cooldown_ms > 0) {
+    FLASHJIT_CU(d.cuStreamSynchronize(stream_));
+    std::this_thread::sleep_for(std::chrono::milliseconds(options_.cooldown_ms));
+  }
   for (int i = 0; i < options_.warmup; ++i) {
     flush(i);
     kernel.launch(sets[i % n], stream_);

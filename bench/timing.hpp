@@ -5,6 +5,11 @@
 // own run time: neither the host-side launch cost nor L2-resident inputs leak into it. The
 // inputs also rotate over several sets (bench/inputs.hpp). torch is timed the same way in
 // bench/peer_compare.py, so the comparison is like for like.
+//
+// Each measurement starts from an idle GPU: a pause before the warm-up lets the board's power
+// average fall back, so a point is not timed at the clocks its predecessors' power draw left
+// (on the H200 a second of back-to-back points reaches the 700 W cap and the SM clock drops
+// from 1980 to ~1300 MHz).
 #pragma once
 
 #include "runtime/flashjit.hpp"
@@ -20,6 +25,7 @@ struct TimingOptions {
   int warmup = 10;
   int iters = 30;
   size_t flush_bytes = size_t(256) << 20;  // 0: no flush, launches run back to back
+  int cooldown_ms = 500;                     // idle pause before each measurement
 };
 
 struct TimingResult {
