@@ -177,7 +177,11 @@ TEST(Resolve, Sm90TilesFollowTheLengthHint) {
     Config r = resolve(hinted("sm_90a", k.d, k.mask, k.seqlen));
     EXPECT_EQ(*r.tuning.BM, k.BM) << "d" << k.d << " " << to_string(k.mask) << " " << k.seqlen;
     EXPECT_EQ(*r.tuning.BN, k.BN) << "d" << k.d << " " << to_string(k.mask) << " " << k.seqlen;
+    // Three K/V stages only for the short-tile d64 causal kernel (BM 128).
+    const int stages = k.d == 64 && k.mask == Mask::causal && k.BM == 128 ? 3 : 2;
+    EXPECT_EQ(*r.tuning.num_kv_stages, stages) << "d" << k.d << " " << to_string(k.mask) << " " << k.seqlen;
   }
+  EXPECT_EQ(*resolve(make("sm_90a", 64, Mask::causal)).tuning.num_kv_stages, 3);  // no hint: BM 128
 }
 
 // The hint is spent by resolution: the resolved config names tiles, so hints that lead to the
