@@ -187,7 +187,9 @@ def fmt_ms(v):
 
 
 def fmt_us(v):
-    return "n/a" if v is None else ("%.1f µs" % v if v < 100 else "%.0f µs" % v)
+    if v is None:
+        return "n/a"
+    return "%.2f µs" % v if v < 1 else "%.1f µs" % v if v < 100 else "%.0f µs" % v
 
 
 def _seq(shape):

@@ -215,6 +215,7 @@ class FormatTest(unittest.TestCase):
         self.assertEqual(report.fmt_ms(1.234), "1.23 ms")
         self.assertEqual(report.fmt_ms(None), "n/a")
         self.assertEqual(report.fmt_us(3.21), "3.2 µs")
+        self.assertEqual(report.fmt_us(0.117), "0.12 µs")  # sub-microsecond table hits
 
     def test_check_cell(self):
         self.assertEqual(report._check({"check": {"passed": True, "rel_error": 2.5e-3}}), "ok 2.5e-03")
