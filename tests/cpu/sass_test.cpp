@@ -1,0 +1,88 @@
+// The sm90 kernels are Hopper code in the machine code, not only in the PTX: both GEMMs as HGMMA
+// (Q·Kᵀ at N = BN, P·V at N = dv), TMA loads, and the register hand-over between producer and
+// consumers. The sm80 family, for contrast, issues HMMA and no HGMMA. Needs cuobjdump and nvdisasm
+// (the CUDA toolkit's, or the ones scripts/setup fetches); skips without them.
+#include "generator/config.hpp"
+#include "generator/generate.hpp"
+#include "generator/resolve.hpp"
+#include "runtime/compiler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace flashjit {
+namespace {
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// cuobjdump -sass of a cubin, or a failed expectation with its output.
+std::string disassemble(const std::vector<char>& cubin) {
+  static int serial = 0;
+  const std::filesystem::path file = std::filesystem::temp_directory_path() /
+      ("flashjit_sass_" + std::to_string(::getpid()) + "_" + std::to_string(serial++) + ".cubin");
+  std::ofstream(file, std::ios::binary).write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
+  const std::string cmd = std::string("'") + FLASHJIT_CUOBJDUMP + "' -sass '" + file.string() + "' 2>&1";
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[1 << 16];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    EXPECT_EQ(::pclose(p), 0) << cmd << "\n" << out.substr(0, 2000);
+  } else {
+    ADD_FAILURE() << "cannot run " << cmd;
+  }
+  std::filesystem::remove(file);
+  return out;
+}
+
+class Sass : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(FLASHJIT_CUOBJDUMP).empty())
+      GTEST_SKIP() << "no cuobjdump at configure time (the toolkit lacks it; scripts/setup fetches it)";
+  }
+};
+
+TEST_F(Sass, Sm90KernelsIssueHgmmaTmaAndRegisterHandOver) {
+  struct Case { int d; Mask mask; bool pair; };
+  for (const Case& k : {Case{64, Mask::none, false}, Case{64, Mask::causal, false},
+                        Case{128, Mask::none, false}, Case{128, Mask::causal, false},
+                        Case{128, Mask::none, true}, Case{256, Mask::none, false},
+                        Case{256, Mask::causal, false}}) {
+    Config c;
+    c.arch = "sm_90a";
+    c.head_dim = {k.d, k.d, 0};
+    c.mask = k.mask;
+    if (k.pair) c.tuning.pair_cta = true;
+    const Config r = resolve(c);
+    const std::string sass = disassemble(compile(generate(r)).cubin);
+    const std::string what = canonical_json(r);
+    EXPECT_GT(count(sass, "HGMMA.64x" + std::to_string(*r.tuning.BN) + "x16.F32"), 0u) << "Q·Kᵀ in " << what;
+    EXPECT_GT(count(sass, "HGMMA.64x" + std::to_string(k.d) + "x16.F32"), 0u) << "P·V in " << what;
+    EXPECT_GT(count(sass, "UTMALDG"), 0u) << what;
+    EXPECT_GT(count(sass, "USETMAXREG"), 0u) << what;
+    EXPECT_EQ(count(sass, "HMMA."), 0u) << what;
+  }
+}
+
+TEST_F(Sass, Sm80KernelsIssueHmmaNotHgmma) {
+  Config c;
+  c.arch = "sm_80";
+  const std::string sass = disassemble(compile(generate(resolve(c))).cubin);
+  EXPECT_GT(count(sass, "HMMA.16816.F32"), 0u);
+  EXPECT_EQ(count(sass, "HGMMA"), 0u);
+  EXPECT_EQ(count(sass, "UTMALDG"), 0u);
+}
+
+}  // namespace
+}  // namespace flashjit
