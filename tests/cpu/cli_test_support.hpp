@@ -1,5 +1,6 @@
-// Helpers of the CLI suites: a scratch directory, in-process command runs with captured streams
-// and a private cache, and the built `flashjit` binary run as a subprocess.
+// Helpers of the CLI suites (and of others that run programs): a scratch directory, in-process
+// command runs with captured streams and a private cache, and programs such as the built
+// `flashjit` binary run as subprocesses.
 #pragma once
 
 #include "cache/store.hpp"
@@ -92,9 +93,10 @@ inline Outcome cli(cache::DiskStore* store, const std::vector<std::string>& args
   return in_process(store, [&](Context& ctx) { return run_cli(args, ctx); });
 }
 
-// Runs the built flashjit binary with `args` and extra environment variables; stdin is empty.
-inline Outcome run_binary(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
-                          const fs::path& scratch) {
+// Runs `program` with `args` and extra environment variables; stdin is empty, stdout and stderr
+// pass through files in `scratch`.
+inline Outcome run_program(const std::string& program, const std::vector<std::string>& args,
+                           const std::map<std::string, std::string>& env, const fs::path& scratch) {
   const fs::path out_file = scratch / "stdout.txt", err_file = scratch / "stderr.txt";
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
@@ -108,7 +110,7 @@ inline Outcome run_binary(const std::vector<std::string>& args, const std::map<s
     ::dup2(err, 2);
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     std::vector<char*> argv;
-    std::string path = FLASHJIT_CLI_PATH;
+    std::string path = program;
     argv.push_back(path.data());
     std::vector<std::string> copy = args;
     for (auto& a : copy) argv.push_back(a.data());
@@ -123,6 +125,12 @@ inline Outcome run_binary(const std::vector<std::string>& args, const std::map<s
   o.out = read_file(out_file);
   o.err = read_file(err_file);
   return o;
+}
+
+// Runs the built flashjit binary.
+inline Outcome run_binary(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+                          const fs::path& scratch) {
+  return run_program(FLASHJIT_CLI_PATH, args, env, scratch);
 }
 
 inline bool contains(const std::string& haystack, const std::string& needle) {

@@ -6,19 +6,18 @@
 #include "generator/generate.hpp"
 #include "generator/resolve.hpp"
 #include "runtime/compiler.hpp"
+#include "cli_test_support.hpp"
 
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 namespace flashjit {
 namespace {
+
+using cli::test::Scratch;
 
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
@@ -28,21 +27,11 @@ size_t count(const std::string& text, const std::string& what) {
 
 // cuobjdump -sass of a cubin, or a failed expectation with its output.
 std::string disassemble(const std::vector<char>& cubin) {
-  static int serial = 0;
-  const std::filesystem::path file = std::filesystem::temp_directory_path() /
-      ("flashjit_sass_" + std::to_string(::getpid()) + "_" + std::to_string(serial++) + ".cubin");
-  std::ofstream(file, std::ios::binary).write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
-  const std::string cmd = std::string("'") + FLASHJIT_CUOBJDUMP + "' -sass '" + file.string() + "' 2>&1";
-  std::string out;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[1 << 16];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    EXPECT_EQ(::pclose(p), 0) << cmd << "\n" << out.substr(0, 2000);
-  } else {
-    ADD_FAILURE() << "cannot run " << cmd;
-  }
-  std::filesystem::remove(file);
-  return out;
+  Scratch scratch;
+  const std::string file = scratch.write("kernel.cubin", std::string(cubin.begin(), cubin.end()));
+  const cli::test::Outcome o = cli::test::run_program(FLASHJIT_CUOBJDUMP, {"-sass", file}, {}, scratch.path());
+  EXPECT_EQ(o.code, 0) << o.err.substr(0, 2000);
+  return o.out;
 }
 
 class Sass : public ::testing::Test {
