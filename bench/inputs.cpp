@@ -60,7 +60,7 @@ DeviceProblem& InputPool::flat(const Config& c, size_t elements) {
 InputSets InputPool::prepare(const Config& c, const ProblemShape& shape) {
   exact_.clear();
   InputSets out;
-  const int qkb = 2, ob = dtype_bytes(c.dtype.out);
+  const int qkb = dtype_bytes(c.dtype.qkv), ob = dtype_bytes(c.dtype.out);
   if (poolable(c)) {
     const size_t b = size_t(shape.batch), sq = size_t(shape.seqlen_q), sk = size_t(shape.seqlen_k);
     const size_t hq = size_t(shape.heads_q), hk = size_t(shape.heads_k);

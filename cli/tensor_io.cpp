@@ -1,7 +1,7 @@
 #include "cli/tensor_io.hpp"
 
 #include "cli/errors.hpp"
-#include "runtime/host_half.hpp"
+#include "generator/element_types.hpp"
 #include "runtime/driver.hpp"
 
 #include <cstring>
@@ -34,32 +34,32 @@ std::vector<int64_t> npy_shape(TensorRole role, const Config& c, const ProblemSh
   return {s.batch, seqlen, heads, dim};
 }
 
-std::string npy_descr(DType d) { return d == DType::fp16 ? "<f2" : "<u2"; }
-
-std::vector<uint16_t> to_16bit(const NpyArray& a, DType dtype, const std::vector<int64_t>& expected,
-                               const std::string& file, TensorRole role) {
+std::vector<unsigned char> to_elements(const NpyArray& a, DType dtype, const std::vector<int64_t>& expected,
+                                       const std::string& file, TensorRole role) {
   const std::string what = std::string(role_name(role));
   if (a.shape != expected)
     throw NpyError(file + ": " + what + " has shape " + a.shape_string() + "; the problem needs " +
                    shape_string(expected));
-  const std::string type = a.descr.substr(1);
+  const ElementType& type = element_type(dtype);
+  const std::string kind = a.descr.substr(1), own = std::string(type.npy_descr).substr(1);
   const size_t n = static_cast<size_t>(a.elements());
-  std::vector<uint16_t> out(n);
-  if (type == "f4") {
+  std::vector<unsigned char> out(n * type.bytes);
+  if (kind == "f4") {
     for (size_t i = 0; i < n; ++i) {
       float f;
       std::memcpy(&f, a.data.data() + 4 * i, 4);
-      out[i] = dtype == DType::bf16 ? float_to_bf16(f) : float_to_fp16(f);
+      store_element(type, f, out.data() + i * type.bytes);
     }
     return out;
   }
-  const bool ok = dtype == DType::fp16 ? type == "f2" : (dtype == DType::bf16 && (type == "u2" || type == "V2"));
-  if (!ok) {
-    const std::string want = dtype == DType::fp16 ? "'<f2' (fp16)" : "'<u2' (bf16 bit patterns)";
+  // Raw bits: the type's own descr, or numpy's void type of the same size.
+  const bool raw_bits = own[0] == 'u' && kind.size() == own.size() && kind[0] == 'V' &&
+                        kind.compare(1, std::string::npos, own, 1, std::string::npos) == 0;
+  if (kind != own && !raw_bits)
     throw NpyError(file + ": " + what + " holds '" + a.descr + "' but the config's dtype is " + to_string(dtype) +
-                   ": store " + want + " or float32 '<f4'");
-  }
-  std::memcpy(out.data(), a.data.data(), 2 * n);
+                   ": store '" + type.npy_descr + "' (" + to_string(dtype) +
+                   (own[0] == 'u' ? " bit patterns" : "") + ") or float32 '<f4'");
+  std::memcpy(out.data(), a.data.data(), out.size());
   return out;
 }
 
@@ -72,25 +72,26 @@ CUdeviceptr ptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 void load_input(const std::string& file, TensorRole role, const Config& c, const DeviceProblem& problem) {
   const NpyArray a = read_npy(file);
   const auto expected = npy_shape(role, c, problem.shape(), problem.rows_q(), problem.rows_k());
-  const std::vector<uint16_t> bits = to_16bit(a, c.dtype.qkv, expected, file, role);
+  const std::vector<unsigned char> bytes = to_elements(a, c.dtype.qkv, expected, file, role);
   const AttentionArgs args = problem.args();
   const DriverApi& d = driver();
   const bool split = c.head_dim.rope > 0 && role != TensorRole::v;
   if (!split) {
     const Tensor& t = role == TensorRole::q ? args.q : role == TensorRole::k ? args.k : args.v;
-    FLASHJIT_CU(d.cuMemcpyHtoD(ptr(t.data), bits.data(), bits.size() * 2));
+    FLASHJIT_CU(d.cuMemcpyHtoD(ptr(t.data), bytes.data(), bytes.size()));
     return;
   }
   // The nope columns go to Q/K, the last `rope` columns to their own tensors.
-  const size_t qk = c.head_dim.qk, rope = c.head_dim.rope, nope = qk - rope, rows = bits.size() / qk;
-  std::vector<uint16_t> a_nope(rows * nope), a_rope(rows * rope);
+  const size_t e = dtype_bytes(c.dtype.qkv);
+  const size_t qk = c.head_dim.qk * e, rope = c.head_dim.rope * e, nope = qk - rope, rows = bytes.size() / qk;
+  std::vector<unsigned char> a_nope(rows * nope), a_rope(rows * rope);
   for (size_t r = 0; r < rows; ++r) {
-    std::memcpy(&a_nope[r * nope], &bits[r * qk], nope * 2);
-    std::memcpy(&a_rope[r * rope], &bits[r * qk + nope], rope * 2);
+    std::memcpy(&a_nope[r * nope], &bytes[r * qk], nope);
+    std::memcpy(&a_rope[r * rope], &bytes[r * qk + nope], rope);
   }
   const bool q = role == TensorRole::q;
-  FLASHJIT_CU(d.cuMemcpyHtoD(ptr(q ? args.q.data : args.k.data), a_nope.data(), a_nope.size() * 2));
-  FLASHJIT_CU(d.cuMemcpyHtoD(ptr(q ? args.q_rope.data : args.k_rope.data), a_rope.data(), a_rope.size() * 2));
+  FLASHJIT_CU(d.cuMemcpyHtoD(ptr(q ? args.q.data : args.k.data), a_nope.data(), a_nope.size()));
+  FLASHJIT_CU(d.cuMemcpyHtoD(ptr(q ? args.q_rope.data : args.k_rope.data), a_rope.data(), a_rope.size()));
 }
 
 void save_output(const std::string& file, TensorRole role, const Config& c, const DeviceProblem& problem) {
@@ -106,9 +107,10 @@ void save_output(const std::string& file, TensorRole role, const Config& c, cons
     write_npy(file, "<f4", shape, lse.data(), n * 4);
     return;
   }
-  std::vector<uint16_t> o(n);
-  FLASHJIT_CU(d.cuMemcpyDtoH(o.data(), ptr(args.o.data), n * 2));
-  write_npy(file, npy_descr(c.dtype.out), shape, o.data(), n * 2);
+  const ElementType& out = element_type(c.dtype.out);
+  std::vector<unsigned char> o(n * out.bytes);
+  FLASHJIT_CU(d.cuMemcpyDtoH(o.data(), ptr(args.o.data), o.size()));
+  write_npy(file, out.npy_descr, shape, o.data(), o.size());
 }
 
 }  // namespace flashjit::cli

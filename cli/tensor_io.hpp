@@ -4,8 +4,9 @@
 //
 // Shapes: Q [B, Sq, Hq, Dqk], K [B, Sk, Hk, Dqk], V [B, Sk, Hk, Dv], O [B, Sq, Hq, Dv] for bshd
 // ([B, H, S, D] for bhsd; ragged batches [total, H, D]); LSE [B, Hq, Sq] (ragged [Hq, total_q]).
-// Element types: fp16 '<f2', bf16 '<u2' (raw bits; '<V2' accepted), LSE '<f4'. Inputs may also
-// be float32 '<f4', rounded to the config's dtype. Rope configs take Q and K with all Dqk columns
+// Element types as generator/element_types.cpp lists them: fp16 '<f2', bf16 '<u2' (raw bits;
+// '<V2' accepted), fp8 '|u1' (raw bits; '|V1' accepted), LSE '<f4'. Inputs may also be float32
+// '<f4', rounded to the config's dtype. Rope configs take Q and K with all Dqk columns
 // (the rope part last) and split them.
 #pragma once
 
@@ -26,13 +27,10 @@ const char* role_name(TensorRole r);
 std::vector<int64_t> npy_shape(TensorRole role, const Config& c, const ProblemShape& shape, int rows_q,
                                int rows_k);
 
-// The .npy descr a 16-bit dtype is saved as: '<f2' (fp16), '<u2' (bf16 bits).
-std::string npy_descr(DType d);
-
-// Checks `a` against the expected shape and converts it to 16-bit element bits of `dtype`.
-// Throws NpyError naming `file`.
-std::vector<uint16_t> to_16bit(const NpyArray& a, DType dtype, const std::vector<int64_t>& expected,
-                               const std::string& file, TensorRole role);
+// Checks `a` against the expected shape and converts it to elements of `dtype`, as the GPU stores
+// them (little-endian bits). Throws NpyError naming `file`.
+std::vector<unsigned char> to_elements(const NpyArray& a, DType dtype, const std::vector<int64_t>& expected,
+                                       const std::string& file, TensorRole role);
 
 // Reads `file` into Q, K or V of `problem`.
 void load_input(const std::string& file, TensorRole role, const Config& c, const DeviceProblem& problem);

@@ -1,5 +1,7 @@
 #include "generator/config.hpp"
 
+#include "generator/element_types.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -13,16 +15,7 @@ using nlohmann::json;
 
 // ---- enum names -------------------------------------------------------------------------------
 
-const char* to_string(DType d) {
-  switch (d) {
-    case DType::bf16: return "bf16";
-    case DType::fp16: return "fp16";
-    case DType::e4m3: return "e4m3";
-    case DType::e5m2: return "e5m2";
-    case DType::fp32: return "fp32";
-  }
-  return "?";
-}
+const char* to_string(DType d) { return element_type(d).name; }
 const char* to_string(Mask m) {
   switch (m) {
     case Mask::none: return "none";
@@ -58,14 +51,7 @@ const char* to_string(Scheduler s) {
   }
   return "?";
 }
-int dtype_bytes(DType d) {
-  switch (d) {
-    case DType::bf16: case DType::fp16: return 2;
-    case DType::e4m3: case DType::e5m2: return 1;
-    case DType::fp32: return 4;
-  }
-  return 0;
-}
+int dtype_bytes(DType d) { return element_type(d).bytes; }
 
 // ---- errors -----------------------------------------------------------------------------------
 

@@ -1,20 +1,13 @@
 #include "generator/emit.hpp"
 
+#include "generator/element_types.hpp"
+
 #include <cstdint>
 #include <cstdio>
 
 namespace flashjit::emit {
 
-std::string device_type(DType d) {
-  switch (d) {
-    case DType::bf16: return "flashjit::bf16_t";
-    case DType::fp16: return "flashjit::fp16_t";
-    case DType::fp32: return "float";
-    case DType::e4m3: return "flashjit::e4m3_t";
-    case DType::e5m2: return "flashjit::e5m2_t";
-  }
-  return "void";
-}
+std::string device_type(DType d) { return element_type(d).device_type; }
 
 std::string mask_kind(Mask m) {
   switch (m) {

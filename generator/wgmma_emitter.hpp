@@ -11,7 +11,8 @@
 namespace flashjit::wgmma {
 
 // Specialisations for each distinct width in `widths` (multiples of 8 up to 256): ss() for
-// K-major A and B from shared memory, rs() for A from registers and MN-major B.
+// K-major A and B from shared memory, rs() for A from registers and B from shared memory
+// (MN-major for 16-bit types, K-major for fp8, which wgmma cannot transpose).
 std::string specialisations(DType element, const std::vector<int>& widths);
 
 }  // namespace flashjit::wgmma

@@ -1,7 +1,7 @@
 #include "runtime/harness.hpp"
 
 #include "runtime/driver.hpp"
-#include "runtime/host_half.hpp"
+#include "generator/element_types.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,9 +12,6 @@
 namespace flashjit {
 
 namespace {
-
-uint16_t to_16(float f, DType d) { return d == DType::bf16 ? float_to_bf16(f) : float_to_fp16(f); }
-float from_16(uint16_t h, DType d) { return d == DType::bf16 ? bf16_to_float(h) : fp16_to_float(h); }
 
 // splitmix64: fast, seedable, good enough for test data.
 struct Rng {
@@ -75,13 +72,13 @@ DeviceProblem::DeviceProblem(const Config& config, const ProblemShape& shape, ui
     rows_k_ = shape.batch * shape.seqlen_k;
   }
   const HeadDims& h = config.head_dim;
-  const size_t e = 2;
+  const size_t e = dtype_bytes(config.dtype.qkv), er = dtype_bytes(config.dtype.rope.value_or(config.dtype.qkv));
   q_ = alloc(size_t(rows_q_) * shape.heads_q * h.nope() * e);
   k_ = alloc(size_t(rows_k_) * shape.heads_k * h.nope() * e);
   v_ = alloc(size_t(rows_k_) * shape.heads_k * h.v * e);
   if (h.rope) {
-    q_rope_ = alloc(size_t(rows_q_) * shape.heads_q * h.rope * e);
-    k_rope_ = alloc(size_t(rows_k_) * shape.heads_k * h.rope * e);
+    q_rope_ = alloc(size_t(rows_q_) * shape.heads_q * h.rope * er);
+    k_rope_ = alloc(size_t(rows_k_) * shape.heads_k * h.rope * er);
   }
   o_ = alloc(size_t(rows_q_) * shape.heads_q * h.v * dtype_bytes(config.dtype.out));
   o_ref_ = alloc(size_t(rows_q_) * shape.heads_q * h.v * 4);
@@ -115,16 +112,15 @@ void DeviceProblem::refill(uint64_t seed) { upload_inputs(seed); }
 void DeviceProblem::upload_inputs(uint64_t seed) {
   Rng rng{seed * 0x2545f4914f6cdd1dull + 1};
   const HeadDims& h = config_.head_dim;
-  const DType dt = config_.dtype.qkv;
-  auto fill = [&](CUdeviceptr dst, int rows, int heads, int dim, int host_dim, int host_offset,
-                  std::vector<float>& host, bool is_q) {
-    std::vector<uint16_t> dev(size_t(rows) * heads * dim);
+  const ElementType& in = element_type(config_.dtype.qkv);
+  const ElementType& rope = element_type(config_.dtype.rope.value_or(config_.dtype.qkv));
+  auto fill = [&](CUdeviceptr dst, const ElementType& type, int rows, int heads, int dim, int host_dim,
+                  int host_offset, std::vector<float>& host, bool is_q) {
+    std::vector<unsigned char> dev(size_t(rows) * heads * dim * type.bytes);
     const int seqlen = is_q ? shape_.seqlen_q : shape_.seqlen_k;
     for (int r = 0; r < rows; ++r)
       for (int hh = 0; hh < heads; ++hh)
         for (int d = 0; d < dim; ++d) {
-          uint16_t bits = to_16(rng.normal(), dt);
-          host[(size_t(r) * heads + hh) * host_dim + host_offset + d] = from_16(bits, dt);
           size_t idx;
           if (!config_.varlen && shape_.layout == Layout::bhsd) {
             int b = r / seqlen, s = r % seqlen;
@@ -132,19 +128,21 @@ void DeviceProblem::upload_inputs(uint64_t seed) {
           } else {
             idx = (size_t(r) * heads + hh) * dim + d;
           }
-          dev[idx] = bits;
+          unsigned char* slot = dev.data() + idx * type.bytes;
+          store_element(type, rng.normal(), slot);
+          host[(size_t(r) * heads + hh) * host_dim + host_offset + d] = load_element(type, slot);
         }
-    FLASHJIT_CU(driver().cuMemcpyHtoD(dst, dev.data(), dev.size() * 2));
+    FLASHJIT_CU(driver().cuMemcpyHtoD(dst, dev.data(), dev.size()));
   };
   hq_.assign(size_t(rows_q_) * shape_.heads_q * h.qk, 0.f);
   hk_.assign(size_t(rows_k_) * shape_.heads_k * h.qk, 0.f);
   hv_.assign(size_t(rows_k_) * shape_.heads_k * h.v, 0.f);
-  fill(q_, rows_q_, shape_.heads_q, h.nope(), h.qk, 0, hq_, true);
-  fill(k_, rows_k_, shape_.heads_k, h.nope(), h.qk, 0, hk_, false);
-  fill(v_, rows_k_, shape_.heads_k, h.v, h.v, 0, hv_, false);
+  fill(q_, in, rows_q_, shape_.heads_q, h.nope(), h.qk, 0, hq_, true);
+  fill(k_, in, rows_k_, shape_.heads_k, h.nope(), h.qk, 0, hk_, false);
+  fill(v_, in, rows_k_, shape_.heads_k, h.v, h.v, 0, hv_, false);
   if (h.rope) {
-    fill(q_rope_, rows_q_, shape_.heads_q, h.rope, h.qk, h.nope(), hq_, true);
-    fill(k_rope_, rows_k_, shape_.heads_k, h.rope, h.qk, h.nope(), hk_, false);
+    fill(q_rope_, rope, rows_q_, shape_.heads_q, h.rope, h.qk, h.nope(), hq_, true);
+    fill(k_rope_, rope, rows_k_, shape_.heads_k, h.rope, h.qk, h.nope(), hk_, false);
   }
 }
 
@@ -216,10 +214,11 @@ size_t DeviceProblem::output_elements() const {
 }
 
 std::vector<float> DeviceProblem::output() const {
-  std::vector<uint16_t> raw(output_elements());
-  FLASHJIT_CU(driver().cuMemcpyDtoH(raw.data(), o_, raw.size() * 2));
-  std::vector<float> out(raw.size());
-  for (size_t i = 0; i < raw.size(); ++i) out[i] = from_16(raw[i], config_.dtype.out);
+  const ElementType& type = element_type(config_.dtype.out);
+  std::vector<unsigned char> raw(output_elements() * type.bytes);
+  FLASHJIT_CU(driver().cuMemcpyDtoH(raw.data(), o_, raw.size()));
+  std::vector<float> out(output_elements());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = load_element(type, raw.data() + i * type.bytes);
   return out;
 }
 
@@ -241,7 +240,7 @@ std::vector<float> DeviceProblem::reference_lse() const {
   return out;
 }
 
-double tolerance_for(DType qkv) { return qkv == DType::fp16 ? 3e-3 : 1e-2; }
+double tolerance_for(DType qkv) { return element_type(qkv).tolerance; }
 
 std::string CheckResult::summary() const {
   std::ostringstream s;

@@ -1,5 +1,6 @@
 #include "runtime/launch_params.hpp"
 
+#include "generator/element_types.hpp"
 #include "runtime/tensor_map.hpp"
 
 #include <algorithm>
@@ -146,20 +147,21 @@ AttentionParams make_params(const Config& c, const LaunchInfo& launch, const Att
 void encode_tma_descriptors(const Config& c, const LaunchInfo& launch, const AttentionArgs& a,
                             AttentionParams& p) {
   const bool ragged = c.varlen;
-  const bool in_bf16 = c.dtype.qkv == DType::bf16;
-  auto tensor = [&](const Tensor& t, bool bf16, int64_t rows, int64_t dim, int64_t heads) {
-    return TmaTensor{t.data, 2, bf16, rows, dim, heads, ragged ? 1 : a.batch,
-                     t.row_stride, t.head_stride, t.batch_stride};
+  auto tensor = [&](const Tensor& t, DType dtype, int64_t rows, int64_t dim, int64_t heads) {
+    return TmaTensor{t.data, dtype, rows, dim, heads, ragged ? 1 : a.batch, t.row_stride, t.head_stride,
+                     t.batch_stride};
   };
   // A TMA extent must be non-zero; an empty K still needs a legal descriptor it never reads.
   const int64_t rows_q = std::max<int64_t>(1, ragged ? a.total_q : a.seqlen_q);
   const int64_t rows_k = std::max<int64_t>(1, ragged ? a.total_k : a.seqlen_k);
   const int dqk = c.head_dim.qk, dv = c.head_dim.v;
-  p.tma_q = encode_tma(tensor(a.q, in_bf16, rows_q, dqk, a.heads_q), launch.block_m, dqk / 64);
-  p.tma_k = encode_tma(tensor(a.k, in_bf16, rows_k, dqk, a.heads_k), launch.block_n, dqk / 64);
-  p.tma_v = encode_tma(tensor(a.v, in_bf16, rows_k, dv, a.heads_k), launch.block_n, dv / 64);
+  const DType in = c.dtype.qkv;
+  const int in_panel = panel_elements(in), out_panel = panel_elements(c.dtype.out);
+  p.tma_q = encode_tma(tensor(a.q, in, rows_q, dqk, a.heads_q), launch.block_m, dqk / in_panel);
+  p.tma_k = encode_tma(tensor(a.k, in, rows_k, dqk, a.heads_k), launch.block_n, dqk / in_panel);
+  p.tma_v = encode_tma(tensor(a.v, in, rows_k, dv, a.heads_k), launch.block_n, dv / in_panel);
   if (launch.tma_store_o)
-    p.tma_o = encode_tma(tensor(a.o, c.dtype.out == DType::bf16, rows_q, dv, a.heads_q), 64, dv / 64);
+    p.tma_o = encode_tma(tensor(a.o, c.dtype.out, rows_q, dv, a.heads_q), 64, dv / out_panel);
 }
 
 }  // namespace flashjit

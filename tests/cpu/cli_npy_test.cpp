@@ -1,7 +1,7 @@
 // The .npy reader/writer of `flashjit run`, and the tensor shapes and conversions it applies.
 #ifdef FLASHJIT_CLI_PATH  // built with the flashjit command (FLASHJIT_BUILD_CLI)
 
-#include "runtime/host_half.hpp"
+#include "generator/element_types.hpp"
 #include "cli/npy.hpp"
 #include "cli/tensor_io.hpp"
 #include "cli_test_support.hpp"
@@ -112,27 +112,34 @@ TEST(CliNpy, ConvertsInputsToTheConfigDtype) {
   a.shape = {2};
   const float v[2] = {1.0f, -0.5f};
   a.data.assign(reinterpret_cast<const char*>(v), 8);
-  auto bf = to_16bit(a, DType::bf16, {2}, "q.npy", TensorRole::q);
-  EXPECT_EQ(bf16_to_float(bf[0]), 1.0f);
-  EXPECT_EQ(bf16_to_float(bf[1]), -0.5f);
-  auto hf = to_16bit(a, DType::fp16, {2}, "q.npy", TensorRole::q);
-  EXPECT_EQ(fp16_to_float(hf[0]), 1.0f);
-  EXPECT_EQ(fp16_to_float(hf[1]), -0.5f);
+  const ElementType &bf16 = element_type(DType::bf16), &fp16 = element_type(DType::fp16),
+                    &e4m3 = element_type(DType::e4m3);
+  auto bf = to_elements(a, DType::bf16, {2}, "q.npy", TensorRole::q);
+  ASSERT_EQ(bf.size(), 4u);
+  EXPECT_EQ(load_element(bf16, &bf[0]), 1.0f);
+  EXPECT_EQ(load_element(bf16, &bf[2]), -0.5f);
+  auto hf = to_elements(a, DType::fp16, {2}, "q.npy", TensorRole::q);
+  EXPECT_EQ(load_element(fp16, &hf[0]), 1.0f);
+  EXPECT_EQ(load_element(fp16, &hf[2]), -0.5f);
+  auto f8 = to_elements(a, DType::e4m3, {2}, "q.npy", TensorRole::q);
+  ASSERT_EQ(f8.size(), 2u);
+  EXPECT_EQ(f8[0], 0x38);  // 1.0: exponent 7 (bias 7), mantissa 0
+  EXPECT_EQ(f8[1], 0xb0);  // -0.5
 
   NpyArray h;
   h.descr = "<f2";
   h.shape = {1, 2};
   h.data = std::string(4, '\0');
-  EXPECT_NO_THROW(to_16bit(h, DType::fp16, {1, 2}, "k.npy", TensorRole::k));
+  EXPECT_NO_THROW(to_elements(h, DType::fp16, {1, 2}, "k.npy", TensorRole::k));
   try {
-    to_16bit(h, DType::bf16, {1, 2}, "k.npy", TensorRole::k);
+    to_elements(h, DType::bf16, {1, 2}, "k.npy", TensorRole::k);
     ADD_FAILURE() << "fp16 data accepted for a bf16 config";
   } catch (const NpyError& e) {
     EXPECT_TRUE(contains(e.what(), "k.npy")) << e.what();
     EXPECT_TRUE(contains(e.what(), "'<u2'")) << e.what();
   }
   try {
-    to_16bit(h, DType::fp16, {2, 1}, "k.npy", TensorRole::k);
+    to_elements(h, DType::fp16, {2, 1}, "k.npy", TensorRole::k);
     ADD_FAILURE() << "shape mismatch accepted";
   } catch (const NpyError& e) {
     EXPECT_TRUE(contains(e.what(), "(1, 2)")) << e.what();
@@ -140,12 +147,23 @@ TEST(CliNpy, ConvertsInputsToTheConfigDtype) {
   }
 }
 
-TEST(CliNpy, HalfConversionsRoundToNearestEven) {
-  EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
-  EXPECT_EQ(float_to_fp16(1.0f), 0x3c00);
-  EXPECT_EQ(float_to_fp16(65520.f), 0x7c00);  // rounds to inf
-  EXPECT_EQ(fp16_to_float(0x0001), std::ldexp(1.0f, -24));
-  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
+TEST(CliNpy, Fp8FilesHoldRawBits) {
+  NpyArray b;
+  b.descr = "|u1";
+  b.shape = {3};
+  b.data = std::string("\x38\xb0\x7e", 3);
+  auto f8 = to_elements(b, DType::e4m3, {3}, "v.npy", TensorRole::v);
+  EXPECT_EQ(std::string(f8.begin(), f8.end()), b.data);
+  b.descr = "|V1";
+  EXPECT_NO_THROW(to_elements(b, DType::e5m2, {3}, "v.npy", TensorRole::v));
+  b.descr = "<f2";
+  b.data = std::string(6, '\0');
+  try {
+    to_elements(b, DType::e4m3, {3}, "v.npy", TensorRole::v);
+    ADD_FAILURE() << "fp16 data accepted for an e4m3 config";
+  } catch (const NpyError& e) {
+    EXPECT_TRUE(contains(e.what(), "'|u1'")) << e.what();
+  }
 }
 
 }  // namespace
