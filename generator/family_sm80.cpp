@@ -4,6 +4,7 @@
 #include "generator/family.hpp"
 #include "generator/resolve.hpp"
 #include "generator/tuning_rules.hpp"
+#include "sm80/smem_regions.cuh"
 
 namespace flashjit {
 
@@ -15,17 +16,9 @@ struct Sm80Tile {
   int BM, BN, warps, stages;
 };
 
-// Must match templates/sm80/smem_layout.cuh: Q, then kStages K tiles and kStages V tiles
-// (16-bit, swizzled, unpadded), then, for 32-row warps, the softmax's running sums (16 bytes per
-// query row); the epilogue stages O (BM x v, 16-bit) over the same space, so the total is at
-// least that.
+// The layout is templates/sm80/smem_regions.cuh's, which the kernel uses too.
 int smem_for(const Config& c, const Sm80Tile& t) {
-  auto tile = [](int rows, int cols) { return rows * cols * 2; };  // 16-bit elements
-  int q = tile(t.BM, c.head_dim.qk);
-  int kv = t.stages * (tile(t.BN, c.head_dim.qk) + tile(t.BN, c.head_dim.v));
-  int stats = t.BM / t.warps == 32 ? t.BM * 16 : 0;
-  int o = tile(t.BM, c.head_dim.v);
-  return std::max(q + kv + stats, o);
+  return sm80::smem_regions({t.BM, t.BN, c.head_dim.qk, c.head_dim.v, t.warps, t.stages}).total;
 }
 
 // fp32 accumulator registers per thread: the S tile plus the O tile of one warp's rows.

@@ -6,6 +6,7 @@
 #include "generator/resolve.hpp"
 #include "generator/tuning_rules.hpp"
 #include "generator/wgmma_emitter.hpp"
+#include "sm90/smem_regions.cuh"
 
 #include <algorithm>
 #include <stdexcept>
@@ -15,7 +16,6 @@ namespace flashjit {
 namespace {
 
 constexpr const char* kName = "sm90";
-constexpr int kBarrierBytes = 1024;  // mbarriers and scheduler words, kept in their own 1 KB
 
 // The expected key length, when the config gives one (tuning.seqlen_hint). Without it the
 // defaults stay those chosen over the grid's lengths as a whole.
@@ -42,25 +42,21 @@ struct SmemPlan {
   int bytes = 0;
 };
 
-// Must match templates/sm90/smem_layout.cuh (the device side static_asserts the total).
+// The regions are laid out by templates/sm90/smem_regions.cuh, which the kernel's SmemLayout
+// uses too; here we only choose which optional regions fit.
 SmemPlan smem_plan(const Config& c, const Sm90Tile& t, const ArchInfo& arch) {
-  using rules::align_up;
-  const int e = dtype_bytes(c.dtype.qkv);
-  const int q = align_up(t.BM() * c.head_dim.qk * e, 1024);
-  const int k = align_up(t.BN * c.head_dim.qk * e, 1024);
-  const int v = align_up(t.BN * c.head_dim.v * e, 1024);
-  const int o = t.cwg * 64 * c.head_dim.v * dtype_bytes(c.dtype.out);
+  sm90::SmemShape shape{t.BM(), t.BN, c.head_dim.qk, c.head_dim.v, dtype_bytes(c.dtype.qkv),
+                        dtype_bytes(c.dtype.out), t.stages, 1, 0};
+  auto bytes = [&] { return sm90::smem_regions(shape).total; };
   const int limit = arch.max_smem_per_block;
   SmemPlan p;
-  p.bytes = q + t.stages * (k + v) + kBarrierBytes;
-  if (!c.varlen && p.bytes + o <= limit) {
-    p.o_slabs = true;
-    p.bytes += o;
-  }
-  if (p.bytes + q <= limit) {
-    p.q_stages = 2;
-    p.bytes += q;
-  }
+  shape.o_slabs = t.cwg;
+  if (!c.varlen && bytes() <= limit) p.o_slabs = true;
+  else shape.o_slabs = 0;
+  shape.q_stages = 2;
+  if (bytes() <= limit) p.q_stages = 2;
+  else shape.q_stages = 1;
+  p.bytes = bytes();
   return p;
 }
 

@@ -1,6 +1,6 @@
 // Numeric types and conversions for device code. NVRTC is run without CUDA headers (faster, and no
 // dependency on a toolkit include directory at run time), so 16-bit types are bit containers and
-// conversions are single PTX instructions.
+// conversions are single PTX instructions. element_traits.cuh has the per-type layout facts.
 #pragma once
 
 namespace flashjit {
@@ -13,6 +13,8 @@ using i64 = long long;
 
 struct bf16_t { u16 bits; };
 struct fp16_t { u16 bits; };
+struct e4m3_t { u8 bits; };  // OCP fp8: 4 exponent bits, 3 mantissa bits, max 448
+struct e5m2_t { u8 bits; };  // OCP fp8: 5 exponent bits, 2 mantissa bits, max 57344
 
 enum class MaskKind { kNone, kCausal, kSlidingWindow };
 enum class ScaleKind { kNone, kPerTensor, kPerHead, kPerToken };

@@ -1,13 +1,10 @@
-// Where each region of the sm80 kernel's dynamic shared memory starts (compile-time offsets):
-//   Q                 kBlockM x kHeadDimQK
-//   K[kStages]        kBlockN x kHeadDimQK each
-//   V[kStages]        kBlockN x kHeadDimV each
-//   softmax sums      32-row warps: each lane's running sums (softmax.cuh), 16 B per row
-//   O (epilogue)      kBlockM x kHeadDimV, from 0 over Q/K/V/stats once the stats are read
-// The host's smem formula (generator/family_sm80.cpp) computes the same total.
+// Where each region of the sm80 kernel's dynamic shared memory starts (compile-time offsets from
+// smem_regions.cuh, which the generator sizes tiles with), and the swizzled tile types that live
+// there.
 #pragma once
 
 #include "common/types.cuh"
+#include "sm80/smem_regions.cuh"
 #include "sm80/smem_tile.cuh"
 
 namespace flashjit::sm80 {
@@ -19,20 +16,25 @@ struct SmemLayout {
   using VTile = SmemTile<T::kBlockN, T::kHeadDimV>;
   using OTile = SmemTile<T::kBlockM, T::kHeadDimV>;
 
-  static constexpr int kQ = 0;
-  static constexpr int kK = kQ + QTile::kBytes;
-  static constexpr int kV = kK + T::kStages * KTile::kBytes;
-  static constexpr int kMainLoopEnd = kV + T::kStages * VTile::kBytes;
-  static constexpr int kStats = kMainLoopEnd;
+  static constexpr SmemRegions kRegions =
+      smem_regions({T::kBlockM, T::kBlockN, T::kHeadDimQK, T::kHeadDimV, T::kNumWarps, T::kStages});
+  static constexpr int kQ = kRegions.q_offset;
+  static constexpr int kK = kRegions.k_offset;
+  static constexpr int kV = kRegions.v_offset;
+  static constexpr int kStats = kRegions.stats_offset;
   // 32 rows per warp: per row 4 lanes x fp32 partial sum (see softmax.cuh); else none.
-  static constexpr bool kSumsInSmem = T::kBlockM / T::kNumWarps == 32;
-  static constexpr int kStatsBytes = kSumsInSmem ? T::kBlockM * 16 : 0;
-  static constexpr int kO = 0;
-  static constexpr int kBytes = cmax(kStats + kStatsBytes, kO + OTile::kBytes);
+  static constexpr bool kSumsInSmem = kRegions.stats_bytes > 0;
+  static constexpr int kStatsBytes = kRegions.stats_bytes;
+  static constexpr int kO = kRegions.o_offset;
+  static constexpr int kBytes = kRegions.total;
 
   __device__ __forceinline__ static u32 k_stage(int s) { return u32(kK + s * KTile::kBytes); }
   __device__ __forceinline__ static u32 v_stage(int s) { return u32(kV + s * VTile::kBytes); }
 
+  static_assert(KTile::kBytes == kRegions.k_stage_bytes && VTile::kBytes == kRegions.v_stage_bytes &&
+                    QTile::kBytes == kK - kQ && OTile::kBytes == kRegions.o_bytes,
+                "tile sizes agree with the region arithmetic");
+  static_assert(kSumsInSmem == (T::kBlockM / T::kNumWarps == 32), "sums in shared memory for 32-row warps");
   // Every tile starts 128-byte aligned, so the swizzle's XOR never carries into the base.
   static_assert(QTile::kBytes % 128 == 0 && KTile::kBytes % 128 == 0 && VTile::kBytes % 128 == 0,
                 "shared-memory tiles must stay 128-byte aligned");

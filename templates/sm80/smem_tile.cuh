@@ -19,6 +19,7 @@
 #pragma once
 
 #include "common/types.cuh"
+#include "sm80/smem_regions.cuh"
 
 namespace flashjit::sm80 {
 
@@ -51,7 +52,7 @@ struct SmemTile {
   static constexpr int kFullPanels = kChunks / 8;
   static constexpr bool kHas4 = (kChunks & 4) != 0;
   static constexpr bool kHas2 = (kChunks & 2) != 0;
-  static constexpr int kBytes = kRows * kCols * 2;  // a multiple of 256: tiles stay 128-aligned
+  static constexpr int kBytes = kRows * kCols * kSmemElementBytes;  // a multiple of 256: tiles stay 128-aligned
 
   struct Panel {
     int first;  // first chunk column of the panel

@@ -8,7 +8,9 @@
 // kSplitCols on come from a second tensor (the rope part of Q or K) at column 8c - kSplitCols.
 #pragma once
 
+#include "common/element_traits.cuh"
 #include "common/types.cuh"
+#include "sm80/smem_regions.cuh"
 #include "sm80/cp_async.cuh"
 #include "sm80/smem_tile.cuh"
 
@@ -31,11 +33,13 @@ __device__ __forceinline__ void load_panel(u32 smem, int first, GmemRows<E> src,
   const int c = first + j;  // this thread's chunk column
   // Which tensor the column comes from; a compile-time choice unless the panel straddles the
   // rope boundary.
-  const bool second = kSplitCols < Tile::kColCount && c * 8 >= kSplitCols;
+  constexpr int kChunk = ElementTraits<E>::kChunkElems;
+  static_assert(sizeof(E) == kSmemElementBytes, "cp.async copies stored bytes: inputs of the operand type");
+  const bool second = kSplitCols < Tile::kColCount && c * kChunk >= kSplitCols;
   const i64 stride = second ? src2.stride : src.stride;
   // A running pointer (one 64-bit add per pass) rather than row * stride per pass: per-pass
   // offsets would be invariants of the caller's KV loop and hold registers through it.
-  const E* g = (second ? src2.ptr + (c * 8 - kSplitCols) : src.ptr + c * 8) + (tid / kWidth) * stride;
+  const E* g = (second ? src2.ptr + (c * kChunk - kSplitCols) : src.ptr + c * kChunk) + (tid / kWidth) * stride;
   const i64 step = kRowsPerPass * stride;
 #pragma unroll
   for (int pass = 0; pass < kPasses; ++pass) {
@@ -71,7 +75,8 @@ __device__ __forceinline__ void store_panel(u32 smem, int first, E* dst, i64 str
   constexpr int kPasses = ceil_div(Tile::kRowCount, kRowsPerPass);
   const typename Tile::Panel p = Tile::panel(first);
   const int j = tid % kWidth;
-  E* col = dst + (first + j) * 8;
+  static_assert(sizeof(E) == kSmemElementBytes, "stores copy the staged bytes: outputs of the operand type");
+  E* col = dst + (first + j) * ElementTraits<E>::kChunkElems;
 #pragma unroll
   for (int pass = 0; pass < kPasses; ++pass) {
     const int r = tid / kWidth + pass * kRowsPerPass;

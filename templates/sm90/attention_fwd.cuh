@@ -16,6 +16,7 @@
 // KV tiles are visited from the last to the first, so masked diagonal tiles come first.
 #pragma once
 
+#include "common/element_traits.cuh"
 #include "common/mask.cuh"
 #include "common/params.cuh"
 #include "common/scheduler.cuh"
@@ -48,6 +49,7 @@ struct TileRange {
 template <class T>
 struct ForwardKernel {
   using Element = typename T::Element;
+  using Traits = ElementTraits<Element>;
   using Layout = SmemLayout<T>;
   static constexpr int BM = T::kBlockM, BN = T::kBlockN;
   static constexpr int DQK = T::kHeadDimQK, DV = T::kHeadDimV;
@@ -188,23 +190,28 @@ struct ForwardKernel {
 
   // ---- consumers --------------------------------------------------------------------------
 
-  // S = Q_wg K^T over the full qk depth; K-major operands, 32 bytes per k16 step in a panel.
+  // S = Q_wg K^T over the full qk depth; K-major operands: each step takes the next 32 bytes
+  // of a 128-byte panel row, kStepsPerPanel steps per panel.
   __device__ __forceinline__ static void issue_qk(float (&s)[BN / 2], const Layout& smem, int wg, int q_stage,
                                                   int stage) {
+    constexpr int kStepsPerPanel = Traits::kPanelElems / Traits::kMmaK;
 #pragma unroll
-    for (int kk = 0; kk < DQK / 16; ++kk) {
-      const u32 q = smem.q(q_stage) + (kk / 4) * (BM * 128) + wg * (64 * 128) + (kk % 4) * 32;
-      const u32 k = smem.k(stage) + (kk / 4) * (BN * 128) + (kk % 4) * 32;
+    for (int kk = 0; kk < DQK / Traits::kMmaK; ++kk) {
+      const u32 step = (kk % kStepsPerPanel) * (Traits::kMmaK * Traits::kBytes);
+      const u32 q = smem.q(q_stage) + (kk / kStepsPerPanel) * (BM * 128) + wg * (64 * 128) + step;
+      const u32 k = smem.k(stage) + (kk / kStepsPerPanel) * (BN * 128) + step;
       Wgmma<Element, BN>::ss(s, make_desc(q, 16, 1024), make_desc(k, 16, 1024), kk > 0 ? 1 : 0);
     }
   }
 
-  // O += P V; V is MN-major: 16 key rows (2 KB of a panel) per k16 step, panels BN*128 apart.
+  // O += P V; V is MN-major: kMmaK key rows (that many 128-byte rows of a panel) per step,
+  // panels BN*128 apart. wgmma transposes only 16-bit operands.
   __device__ __forceinline__ static void issue_pv(float (&o)[DV / 2], const u32 (&pf)[BN / 16][4],
                                                   const Layout& smem, int stage) {
+    static_assert(Traits::kBytes == 2, "an MN-major V operand must be 16-bit");
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      const u32 v = smem.v(stage) + kk * (16 * 128);
+    for (int kk = 0; kk < BN / Traits::kMmaK; ++kk) {
+      const u32 v = smem.v(stage) + kk * (Traits::kMmaK * 128);
       Wgmma<Element, DV>::rs(o, pf[kk], make_desc(v, BN * 128, 1024), 1);
     }
   }

@@ -1,0 +1,57 @@
+// Where each region of the sm90 kernel's dynamic shared memory starts, as constexpr arithmetic
+// on plain ints: the generator includes this to size tiles against the shared-memory budget and
+// to tell the runtime how much to allocate, and the kernel's SmemLayout takes its offsets from
+// the same function, so the two cannot disagree. Plain C++ (no CUDA headers), like params.cuh.
+//   Q     q_stages x BM x dqk (two: the next tile's Q loads while this tile runs)
+//   K     stages x BN x dqk
+//   V     stages x BN x dv
+//   O     o_slabs x 64 x dv of the output type, the sources of the consumers' TMA stores
+//   1 KB  mbarriers (first 512 B) and the dynamic scheduler's tile-index slots
+// Tiles start 1 KB aligned: 128-byte-swizzled TMA boxes repeat their pattern every 8 rows.
+#pragma once
+
+#if defined(__CUDACC__)
+#define FLASHJIT_HOST_DEVICE __host__ __device__
+#else
+#define FLASHJIT_HOST_DEVICE
+#endif
+
+namespace flashjit::sm90 {
+
+struct SmemShape {
+  int block_m, block_n, head_dim_qk, head_dim_v;
+  int element_bytes, out_bytes;
+  int kv_stages, q_stages;
+  int o_slabs;  // 0: O is written from registers
+};
+
+struct SmemRegions {
+  int q_stage_bytes, k_stage_bytes, v_stage_bytes, o_slab_bytes;  // stage strides (aligned)
+  int q_offset, k_offset, v_offset, o_offset, barrier_offset, tile_slot_offset;
+  int total;
+};
+
+inline constexpr int kSmemTileAlign = 1024;
+inline constexpr int kSmemBarrierBytes = 1024;
+
+FLASHJIT_HOST_DEVICE constexpr int smem_align(int bytes) {
+  return (bytes + kSmemTileAlign - 1) / kSmemTileAlign * kSmemTileAlign;
+}
+
+FLASHJIT_HOST_DEVICE constexpr SmemRegions smem_regions(SmemShape s) {
+  SmemRegions r{};
+  r.q_stage_bytes = smem_align(s.block_m * s.head_dim_qk * s.element_bytes);
+  r.k_stage_bytes = smem_align(s.block_n * s.head_dim_qk * s.element_bytes);
+  r.v_stage_bytes = smem_align(s.block_n * s.head_dim_v * s.element_bytes);
+  r.o_slab_bytes = 64 * s.head_dim_v * s.out_bytes;
+  r.q_offset = 0;
+  r.k_offset = r.q_offset + s.q_stages * r.q_stage_bytes;
+  r.v_offset = r.k_offset + s.kv_stages * r.k_stage_bytes;
+  r.o_offset = r.v_offset + s.kv_stages * r.v_stage_bytes;
+  r.barrier_offset = r.o_offset + s.o_slabs * r.o_slab_bytes;
+  r.tile_slot_offset = r.barrier_offset + 512;
+  r.total = r.barrier_offset + kSmemBarrierBytes;
+  return r;
+}
+
+}  // namespace flashjit::sm90
