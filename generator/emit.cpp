@@ -52,6 +52,8 @@ std::string traits_struct(const Config& r, const Constants& extra) {
       {"kGroup", std::to_string(r.group)},
       {"kMask", mask_kind(r.mask)},
       {"kVarlen", b(r.varlen)},
+      {"kPaged", b(r.kv_layout.paged)},
+      {"kPageSize", std::to_string(r.kv_layout.page_size)},
       {"kWriteLse", b(r.lse)},
       {"kQScale", scale_kind(r.scales.q)},
       {"kKScale", scale_kind(r.scales.k)},

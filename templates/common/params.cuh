@@ -70,6 +70,27 @@ struct AttentionParams {
   // whose K/V fit in L2 together; within a group the longest m blocks come first.
   int lpt_group;
   int* tile_counter;
+
+  // ---- KV caches and split-K (appended, so the fields above keep their offsets) -----------
+  // Paged KV (kv_layout.paged): k and v are [num_pages, page_size, heads_k, d] with the page
+  // axis in batch_stride; key j of batch entry b is row j % page_size of page
+  // page_table[b * page_table_stride + j / page_size]. A page index outside [0, num_pages), or a
+  // key past max_pages * page_size, is never read: the rows it would feed come out NaN.
+  const int* page_table;
+  long long page_table_stride;
+  int num_pages;
+  int max_pages;  // entries per page-table row
+  // Keys of each batch entry ([batch], device); null: seqlen_k, or cu_seqlens_k when ragged.
+  const int* seqused_k;
+  // Split-K (decode family): each of num_splits splits writes its rows' partial O, normalised
+  // by its own sum, and their LSE, fp32: partial_o[((split * rows_q + row) * heads_q + h) * dv
+  // + d], partial_lse[(split * rows_q + row) * heads_q + h], with row the query row over the
+  // whole batch (b * seqlen_q + s, ragged: the packed row) and rows_q their count. The combine
+  // pass merges them into o and lse. num_splits == 1 writes o directly.
+  float* partial_o;
+  float* partial_lse;
+  int num_splits;
+  int rows_q;
 };
 
 }  // namespace flashjit

@@ -1,8 +1,11 @@
 // The reference: plain fp32 attention, one CTA per query row, written for clarity rather than
 // speed. The GPU tests compare every fast kernel against it. It reads the same AttentionParams
-// (strides, ragged batches, masks, GQA, rope tensors) and writes fp32 O and the LSE.
+// (strides, ragged batches, masks, GQA, rope tensors, paged caches and cache lengths through the
+// KV policy) and writes fp32 O and the LSE. A key whose page-table entry names no page of the
+// cache makes its row NaN, as in the fast kernels.
 #pragma once
 
+#include "common/kv_policy.cuh"
 #include "common/mask.cuh"
 #include "common/params.cuh"
 #include "common/seqinfo.cuh"
@@ -36,9 +39,12 @@ __device__ void attention(const AttentionParams& p) {
   __shared__ float q_row[T::kHeadDimQK];
   __shared__ float probs[kThreads];
   __shared__ float scratch[kThreads / 32];
+  __shared__ i64 k_off[kThreads], v_off[kThreads], kr_off[kThreads];  // this chunk's keys
+  __shared__ int bad_page;  // a key's page-table entry named no page of the cache
 
   const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const SeqInfo s = SeqInfo::make<T::kVarlen>(p, b);
+  const KvCache<T::kVarlen, T::kPaged, T::kPageSize> kv = KvCache<T::kVarlen, T::kPaged, T::kPageSize>::make(p, b);
+  const SeqInfo s = kv.sequence(p, b);
   if (i >= s.seqlen_q) return;
   const int hk = h / T::kGroup;
 
@@ -50,6 +56,7 @@ __device__ void attention(const AttentionParams& p) {
                             SeqInfo::offset<T::kVarlen>(p.q_rope, b, s.q_start, i, h);
     for (int d = threadIdx.x; d < T::kHeadDimRope; d += kThreads) q_row[kNope + d] = to_float(qr[d]);
   }
+  if (threadIdx.x == 0) bad_page = 0;
   __syncthreads();
 
   const AttentionMask<T::kMask> mask{s.seqlen_q, s.seqlen_k, p.window_left, p.window_right};
@@ -65,15 +72,23 @@ __device__ void attention(const AttentionParams& p) {
     const int j = j0 + threadIdx.x;
     float score = neg_inf();
     if (j < hi) {
-      const Element* kr = k + SeqInfo::offset<T::kVarlen>(p.k, b, s.k_start, j, hk);
-      float dot = 0.f;
-      for (int d = 0; d < kNope; ++d) dot += q_row[d] * to_float(kr[d]);
-      if constexpr (T::kHeadDimRope > 0) {
-        const RopeElement* krr = static_cast<const RopeElement*>(p.k_rope.ptr) +
-                                 SeqInfo::offset<T::kVarlen>(p.k_rope, b, s.k_start, j, hk);
-        for (int d = 0; d < T::kHeadDimRope; ++d) dot += q_row[kNope + d] * to_float(krr[d]);
+      bool ok_k, ok_v, ok_r = true;
+      k_off[threadIdx.x] = kv.offset(p.k, b, j, hk, ok_k);
+      v_off[threadIdx.x] = kv.offset(p.v, b, j, hk, ok_v);
+      if constexpr (T::kHeadDimRope > 0) kr_off[threadIdx.x] = kv.offset(p.k_rope, b, j, hk, ok_r);
+      if (!(ok_k && ok_v && ok_r)) {
+        bad_page = 1;
+        v_off[threadIdx.x] = -1;
+      } else {
+        const Element* kr = k + k_off[threadIdx.x];
+        float dot = 0.f;
+        for (int d = 0; d < kNope; ++d) dot += q_row[d] * to_float(kr[d]);
+        if constexpr (T::kHeadDimRope > 0) {
+          const RopeElement* krr = static_cast<const RopeElement*>(p.k_rope.ptr) + kr_off[threadIdx.x];
+          for (int d = 0; d < T::kHeadDimRope; ++d) dot += q_row[kNope + d] * to_float(krr[d]);
+        }
+        score = dot * p.softmax_scale;
       }
-      score = dot * p.softmax_scale;
     }
     const float m_new = fmaxf(m, block_reduce(score, scratch, true));
     const float correction = m == neg_inf() ? 0.f : expf(m - m_new);
@@ -87,7 +102,7 @@ __device__ void attention(const AttentionParams& p) {
       if (d >= T::kHeadDimV) break;
       float a = acc[e] * correction;
       for (int t = 0; t < count; ++t)
-        a += probs[t] * to_float(v[SeqInfo::offset<T::kVarlen>(p.v, b, s.k_start, j0 + t, hk) + d]);
+        if (v_off[t] >= 0) a += probs[t] * to_float(v[v_off[t] + d]);
       acc[e] = a;
     }
     m = m_new;
@@ -97,12 +112,13 @@ __device__ void attention(const AttentionParams& p) {
   float* o = static_cast<float*>(const_cast<void*>(p.o.ptr)) +
              SeqInfo::offset<T::kVarlen>(p.o, b, s.q_start, i, h);
   const float inv = l > 0.f ? 1.f / l : 0.f;
+  const float nan = __int_as_float(0x7fc00000);
   for (int e = 0; e < kVPerThread; ++e) {
     const int d = threadIdx.x + e * kThreads;
-    if (d < T::kHeadDimV) o[d] = acc[e] * inv;
+    if (d < T::kHeadDimV) o[d] = bad_page ? nan : acc[e] * inv;
   }
   if (p.lse != nullptr && threadIdx.x == 0)
-    p.lse[lse_offset<T::kVarlen>(p, b, h, s.q_start, i)] = l > 0.f ? m + logf(l) : neg_inf();
+    p.lse[lse_offset<T::kVarlen>(p, b, h, s.q_start, i)] = bad_page ? nan : l > 0.f ? m + logf(l) : neg_inf();
 }
 
 }  // namespace flashjit::reference
