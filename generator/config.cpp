@@ -39,6 +39,7 @@ const char* to_string(Family f) {
     case Family::sm80: return "sm80";
     case Family::sm90: return "sm90";
     case Family::sm100: return "sm100";
+    case Family::decode: return "decode";
   }
   return "?";
 }
@@ -94,7 +95,8 @@ const EnumName<ScaleGranularity> kScales[] = {{ScaleGranularity::none, "none"},
                                               {ScaleGranularity::per_head, "per_head"},
                                               {ScaleGranularity::per_token, "per_token"}};
 const EnumName<Family> kFamilies[] = {{Family::automatic, "auto"}, {Family::sm80, "sm80"},
-                                      {Family::sm90, "sm90"}, {Family::sm100, "sm100"}};
+                                      {Family::sm90, "sm90"}, {Family::sm100, "sm100"},
+                                      {Family::decode, "decode"}};
 const EnumName<Scheduler> kSchedulers[] = {{Scheduler::automatic, "auto"},
                                            {Scheduler::transient, "transient"},
                                            {Scheduler::persistent, "persistent"},
@@ -223,6 +225,7 @@ void parse_tuning(const json& j, std::vector<ConfigIssue>& issues, Tuning& t) {
   r.read_int("consumer_warpgroups", t.consumer_warpgroups);
   r.read_int("num_warps", t.num_warps);
   r.read_int("seqlen_hint", t.seqlen_hint);
+  r.read_int("max_seqlen_q", t.max_seqlen_q);
   r.check_unknown();
 }
 
@@ -331,6 +334,7 @@ json to_json(const Config& c) {
   if (tu.consumer_warpgroups) t["consumer_warpgroups"] = *tu.consumer_warpgroups;
   if (tu.num_warps) t["num_warps"] = *tu.num_warps;
   if (tu.seqlen_hint) t["seqlen_hint"] = *tu.seqlen_hint;
+  if (tu.max_seqlen_q) t["max_seqlen_q"] = *tu.max_seqlen_q;
 
   return json{
       {"schema", kConfigSchema},
@@ -359,7 +363,8 @@ std::size_t ConfigHash::operator()(const Config& c) const {
   for (long long v : {(long long)c.dtype.qkv, (long long)c.dtype.out, (long long)c.head_dim.qk,
                       (long long)c.head_dim.v, (long long)c.head_dim.rope, (long long)c.group,
                       (long long)c.mask, (long long)c.varlen, (long long)c.lse,
-                      (long long)t.seqlen_hint.value_or(-1), (long long)t.BN.value_or(-1),
+                      (long long)t.seqlen_hint.value_or(-1), (long long)t.max_seqlen_q.value_or(-1),
+                      (long long)t.family.value_or(Family::automatic), (long long)t.BN.value_or(-1),
                       (long long)t.BM.value_or(-1)})
     mix(v);
   return h;

@@ -18,7 +18,7 @@ inline constexpr const char* kConfigSchema = "flashjit.attention.v1";
 enum class DType { bf16, fp16, e4m3, e5m2, fp32 };
 enum class Mask { none, causal, sliding_window };
 enum class ScaleGranularity { none, per_tensor, per_head, per_token };
-enum class Family { automatic, sm80, sm90, sm100 };
+enum class Family { automatic, sm80, sm90, sm100, decode };
 enum class Scheduler { automatic, transient, persistent, dynamic };
 
 const char* to_string(DType);
@@ -79,6 +79,10 @@ struct Tuning {
   // The key length the kernel is expected to see: tiles left unset are chosen for it. Read by
   // resolve() and not kept in the resolved config, which names the tiles themselves.
   std::optional<int> seqlen_hint;
+  // The most query tokens per sequence a launch will have. Up to 16 selects the decode family
+  // under "auto", whose tiles pack group x max_seqlen_q rows per KV head; it refuses longer
+  // launches. Other families ignore it (resolve drops it).
+  std::optional<int> max_seqlen_q;
   bool operator==(const Tuning&) const = default;
 };
 

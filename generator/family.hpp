@@ -31,6 +31,7 @@ class KernelFamily {
 
 const KernelFamily& family_sm80();
 const KernelFamily& family_sm90();
+const KernelFamily& family_decode();
 const KernelFamily& family(Family f);
 
 }  // namespace flashjit

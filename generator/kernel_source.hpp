@@ -9,6 +9,15 @@
 
 namespace flashjit {
 
+// A further kernel of the same module, launched after the main one on the same stream (e.g. the
+// decode family's combine pass).
+struct KernelPass {
+  std::string role;    // what it does: "combine"
+  std::string entry;   // extern "C" kernel symbol
+  int threads = 0;
+  int smem_bytes = 0;
+};
+
 // How to launch a kernel. Stored in the cache manifest, so it must be plain data.
 struct LaunchInfo {
   std::string family;    // sm80 | sm90 | reference
@@ -26,6 +35,8 @@ struct LaunchInfo {
   // Longest-first tile orders: (batch, head) pairs are taken in groups whose K/V fit in this many
   // bytes of L2 (params.lpt_group); 0 means one order over all pairs.
   long long lpt_l2_bytes = 0;
+  // Kernels of the same operation after the main one (its module holds every entry).
+  std::vector<KernelPass> passes;
 };
 nlohmann::json to_json(const LaunchInfo& l);
 LaunchInfo launch_info_from_json(const nlohmann::json& j);

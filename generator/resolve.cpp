@@ -55,11 +55,14 @@ void check_common(const Config& c, std::vector<ConfigIssue>& out) {
   if (c.group < 1 || c.group > 256)
     bad("group", num(c.group), "query heads per KV head must be between 1 and 256");
 
+  if (c.tuning.max_seqlen_q && *c.tuning.max_seqlen_q < 1)
+    bad("tuning.max_seqlen_q", num(*c.tuning.max_seqlen_q), "must be at least 1 (query tokens per sequence)");
+
   const KvLayout& kv = c.kv_layout;
   if (kv.paged) {
-    if (kv.page_size < 16 || (kv.page_size & (kv.page_size - 1)))
+    if (kv.page_size < 1 || kv.page_size > 256 || (kv.page_size & (kv.page_size - 1)))
       bad("kv_layout.page_size", num(kv.page_size),
-          "a paged KV cache needs a page size that is a power of two, at least 16");
+          "a paged KV cache needs a page size that is a power of two from 1 to 256");
   } else if (kv.page_size != 0) {
     bad("kv_layout.page_size", num(kv.page_size), "must be 0 unless kv_layout.paged is true");
   }
@@ -78,9 +81,15 @@ void check_common(const Config& c, std::vector<ConfigIssue>& out) {
   }
 }
 
+// Up to this many query tokens per sequence (tuning.max_seqlen_q), "auto" takes the decode
+// family: its tiles pack the group's heads times the tokens, and split the keys over the GPU.
+constexpr int kDecodeMaxTokens = 16;
+
 // The family a config runs on: the one it names, or the fastest that implements it.
 Family choose_family(const Config& c, const ArchInfo& arch) {
   if (c.tuning.family && *c.tuning.family != Family::automatic) return *c.tuning.family;
+  const auto& max_q = c.tuning.max_seqlen_q;
+  if (max_q && *max_q <= kDecodeMaxTokens && !family_decode().unsupported(c, arch)) return Family::decode;
   if (arch.has_wgmma() && !family_sm90().unsupported(c, arch)) return Family::sm90;
   return Family::sm80;
 }
@@ -94,6 +103,7 @@ Config with_family_tuning(const Config& c, Family f, const ArchInfo& arch) {
   if (r.tuning.scheduler == Scheduler::automatic) r.tuning.scheduler.reset();
   family(f).resolve_tuning(r, arch);
   r.tuning.seqlen_hint.reset();
+  if (f != Family::decode) r.tuning.max_seqlen_q.reset();  // only decode tiles depend on it
   return r;
 }
 
@@ -149,19 +159,28 @@ Config resolve(const Config& c) {
 std::string readable_name(const Config& r) {
   std::string arch = r.arch;
   arch.erase(std::remove(arch.begin(), arch.end(), '_'), arch.end());
-  std::string n = "fwd_" + arch + "_" + to_string(r.dtype.qkv) + "_d" + num(r.head_dim.qk);
-  if (r.head_dim.v != r.head_dim.qk) n += "v" + num(r.head_dim.v);
-  if (r.head_dim.rope) n += "r" + num(r.head_dim.rope);
-  if (r.dtype.out != r.dtype.qkv) n += std::string("_o") + to_string(r.dtype.out);
-  n += std::string("_") + to_string(r.mask);
-  if (r.group > 1) n += "_g" + num(r.group);
-  if (r.varlen) n += "_varlen";
-  if (r.kv_layout.paged) n += "_paged" + num(r.kv_layout.page_size);
-  if (r.scales.any()) n += "_scaled";
-  if (r.lse) n += "_lse";
+  std::string n = "fwd_";
+  // Appended piece by piece: `"x" + std::string` here trips GCC 12's -Wrestrict false positive.
+  auto add = [&n](const char* tag, const std::string& value) { n.append(tag).append(value); };
+  add("", arch);
+  add("_", to_string(r.dtype.qkv));
+  add("_d", num(r.head_dim.qk));
+  if (r.head_dim.v != r.head_dim.qk) add("v", num(r.head_dim.v));
+  if (r.head_dim.rope) add("r", num(r.head_dim.rope));
+  if (r.dtype.out != r.dtype.qkv) add("_o", to_string(r.dtype.out));
+  add("_", to_string(r.mask));
+  if (r.group > 1) add("_g", num(r.group));
+  if (r.varlen) add("_varlen", "");
+  if (r.kv_layout.paged) add("_paged", num(r.kv_layout.page_size));
+  if (r.scales.any()) add("_scaled", "");
+  if (r.lse) add("_lse", "");
   const Tuning& t = r.tuning;
-  if (t.family) n += std::string("_") + to_string(*t.family);
-  if (t.BM && t.BN) n += "_bm" + num(*t.BM) + "_bn" + num(*t.BN);
+  if (t.family) add("_", to_string(*t.family));
+  if (t.max_seqlen_q) add("_q", num(*t.max_seqlen_q));
+  if (t.BM && t.BN) {
+    add("_bm", num(*t.BM));
+    add("_bn", num(*t.BN));
+  }
   return n;
 }
 

@@ -1,0 +1,150 @@
+// The decode family: a few query tokens per sequence (tuning.max_seqlen_q, 1-16 typically)
+// against a long contiguous or paged KV cache. An operation of two kernels in one module: the
+// split pass (templates/decode/split_kv.cuh), which packs the query heads of a KV head times the
+// query tokens into tiles and splits the keys across CTAs, and the combine pass (combine.cuh),
+// which merges the splits. The split count is chosen per launch (runtime/launch_decode.cpp)
+// unless tuning.splitk_partitions names one.
+#include "decode/smem_regions.cuh"
+#include "generator/emit.hpp"
+#include "generator/family.hpp"
+#include "generator/resolve.hpp"
+#include "generator/tuning_rules.hpp"
+
+#include <algorithm>
+
+namespace flashjit {
+
+namespace {
+
+constexpr const char* kName = "decode";
+constexpr int kCombineThreads = 128;  // decode::kCombineWarps warps
+constexpr int kMaxSplits = 256;
+// About this many bytes of K/V in the ring: (stages - 1) tiles in flight cover the memory
+// latency at the per-SM share of HBM bandwidth with room to spare (4.8 TB/s / 132 SMs x ~1 us).
+constexpr int kRingBytes = 96 * 1024;
+
+int packed_rows(const Config& c) { return c.group * c.tuning.max_seqlen_q.value_or(1); }
+
+int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
+  return decode::smem_regions({bm, bn, c.head_dim.qk, c.head_dim.v, warps, stages}).total;
+}
+
+class DecodeFamily final : public KernelFamily {
+ public:
+  Family id() const override { return Family::decode; }
+
+  std::optional<ConfigIssue> unsupported(const Config& c, const ArchInfo&) const override {
+    if (c.dtype.qkv != DType::bf16 && c.dtype.qkv != DType::fp16)
+      return ConfigIssue{"dtype.qkv", std::string("\"") + to_string(c.dtype.qkv) + "\"",
+                         "the decode family reads bf16 or fp16 caches (fp8 caches are not implemented yet)"};
+    if (c.head_dim.qk > 256 || c.head_dim.v > 256)
+      return ConfigIssue{"head_dim", std::to_string(c.head_dim.qk) + "/" + std::to_string(c.head_dim.v),
+                         "the decode family supports head dims up to 256"};
+    if (c.head_dim.rope > 0)
+      return ConfigIssue{"head_dim.rope", std::to_string(c.head_dim.rope),
+                         "the decode family takes no separate rope tensors (MLA decode is not implemented yet)"};
+    if (c.scales.any()) return ConfigIssue{"scales", "", "quantisation scales are not implemented yet"};
+    return std::nullopt;
+  }
+
+  void resolve_tuning(Config& c, const ArchInfo& arch) const override {
+    Tuning& t = c.tuning;
+    if (!t.max_seqlen_q) t.max_seqlen_q = 1;
+    // Packed rows per CTA: 16, 32 or 64 (one to four 16-row warps); more rows take more m blocks.
+    if (!t.BM) {
+      const int rows = packed_rows(c);
+      t.BM = rows <= 16 ? 16 : rows <= 32 ? 32 : 64;
+    }
+    if (!t.num_warps) t.num_warps = 4;
+    const int warps_n = std::max(1, *t.num_warps / std::max(1, *t.BM / 16));
+    if (!t.BN) t.BN = std::max(64, 16 * warps_n);
+    if (!t.num_kv_stages) {
+      const int stage = *t.BN * (c.head_dim.qk + c.head_dim.v) * 2;
+      int stages = std::clamp(kRingBytes / stage, 2, 8);
+      while (stages > 2 && smem_for(c, *t.BM, *t.BN, *t.num_warps, stages) > arch.max_smem_per_block) --stages;
+      t.num_kv_stages = stages;
+    }
+    if (!t.splitk_partitions) t.splitk_partitions = 0;  // chosen per launch
+    if (!t.scheduler) t.scheduler = Scheduler::transient;
+  }
+
+  void check_tuning(const Config& c, const ArchInfo& arch, std::vector<ConfigIssue>& issues) const override {
+    const Tuning& t = c.tuning;
+    auto bad = [&](const char* f, int v, std::string rule) {
+      issues.push_back({std::string("tuning.") + f, std::to_string(v), std::move(rule)});
+    };
+    rules::not_for_family(t.consumer_warpgroups, "consumer_warpgroups", kName, issues);
+    rules::not_for_family(t.pair_cta, "pair_cta", kName, issues);
+    rules::not_for_family(t.num_qk_stages, "num_qk_stages", kName, issues);
+    rules::not_for_family(t.num_pv_stages, "num_pv_stages", kName, issues);
+    rules::not_for_family(t.swizzle, "swizzle", kName, issues);
+    rules::only_value(t.shared_kv, false, "shared_kv", kName, issues);
+    if (*t.max_seqlen_q < 1 || *t.max_seqlen_q > 64)
+      bad("max_seqlen_q", *t.max_seqlen_q, "the decode family takes 1 to 64 query tokens per sequence");
+    const int bm = *t.BM, warps = *t.num_warps, bn = *t.BN;
+    if (bm != 16 && bm != 32 && bm != 64) bad("BM", bm, "must be 16, 32 or 64 (one to four 16-row warps)");
+    if (warps != 4 && warps != 8) bad("num_warps", warps, "must be 4 or 8");
+    if (!issues.empty()) return;
+    if (warps % (bm / 16))
+      bad("num_warps", warps, "must be a multiple of BM / 16 (" + std::to_string(bm / 16) + "): each 16-row block gets the same number of warps");
+    const int warps_n = warps / (bm / 16);
+    if (bn < 16 * warps_n || bn > 256 || bn % (16 * warps_n))
+      bad("BN", bn, "must be a multiple of " + std::to_string(16 * warps_n) + " up to 256 (" +
+                        std::to_string(warps_n) + " warps split each tile's keys, 16 at a time)");
+    if (*t.num_kv_stages < 2 || *t.num_kv_stages > 8) bad("num_kv_stages", *t.num_kv_stages, "must be 2 to 8");
+    if (*t.splitk_partitions < 0 || *t.splitk_partitions > kMaxSplits)
+      bad("splitk_partitions", *t.splitk_partitions,
+          "must be 0 (chosen per launch) or a split count up to " + std::to_string(kMaxSplits));
+    if (*t.scheduler != Scheduler::transient)
+      issues.push_back({"tuning.scheduler", std::string("\"") + to_string(*t.scheduler) + "\"",
+                        "the decode family launches one CTA per (split, row block, KV head, batch entry)"});
+    if (!issues.empty()) return;
+    const int smem = smem_for(c, bm, bn, warps, *t.num_kv_stages);
+    if (smem > arch.max_smem_per_block)
+      bad("num_kv_stages", *t.num_kv_stages, "needs " + std::to_string(smem) + " bytes of shared memory; " +
+                                                 arch.name + " allows " + std::to_string(arch.max_smem_per_block));
+  }
+
+  int smem_bytes(const Config& c) const override {
+    const Tuning& t = c.tuning;
+    return smem_for(c, *t.BM, *t.BN, *t.num_warps, *t.num_kv_stages);
+  }
+
+  KernelSource emit(const Config& c, const ArchInfo& arch) const override {
+    const Tuning& t = c.tuning;
+    const int threads = *t.num_warps * 32;
+    KernelSource s;
+    s.name = readable_name(c);
+    s.arch = arch.name;
+    s.config = to_json(c);
+    s.launch.family = kName;
+    const std::string symbol = emit::entry_symbol(s.name, canonical_json(c));
+    s.launch.entry = symbol + "_split";
+    s.launch.threads = threads;
+    s.launch.smem_bytes = smem_bytes(c);
+    s.launch.block_m = *t.BM;
+    s.launch.block_n = *t.BN;
+    s.launch.passes.push_back({"combine", symbol + "_combine", kCombineThreads, 0});
+    s.unit = emit::unit_header(s.name, c) +
+             emit::traits_struct(c, {{"kBlockM", std::to_string(*t.BM)},
+                                     {"kBlockN", std::to_string(*t.BN)},
+                                     {"kNumWarps", std::to_string(*t.num_warps)},
+                                     {"kStages", std::to_string(*t.num_kv_stages)},
+                                     {"kMaxSeqlenQ", std::to_string(*t.max_seqlen_q)},
+                                     {"kThreads", std::to_string(threads)},
+                                     {"kSmemBytes", std::to_string(s.launch.smem_bytes)}}) +
+             "#include \"decode/split_kv.cuh\"\n#include \"decode/combine.cuh\"\n\n" +
+             emit::entry_function(s.launch.entry, threads, 1, "flashjit::decode::split_kv") +
+             emit::entry_function(symbol + "_combine", kCombineThreads, 1, "flashjit::decode::combine");
+    return s;
+  }
+};
+
+}  // namespace
+
+const KernelFamily& family_decode() {
+  static const DecodeFamily f;
+  return f;
+}
+
+}  // namespace flashjit

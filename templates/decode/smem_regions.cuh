@@ -1,0 +1,46 @@
+// Where each region of the decode split kernel's dynamic shared memory starts, as constexpr
+// arithmetic on plain ints shared by the generator (tile budgets) and the kernel. Plain C++.
+//   Q          BM x dqk (16-bit, swizzled like the sm80 tiles)
+//   K[stages]  BN x dqk each
+//   V[stages]  BN x dv each
+//   merge      after the last tile, from 0 over the above: each warp's fp32 O (16 x dv) and its
+//              rows' running max and sum, which the CTA merges across the warps that split keys
+//   flag       16 bytes past both: set when a page-table entry named no page of the cache
+#pragma once
+
+#if defined(__CUDACC__)
+#define FLASHJIT_DECODE_HOST_DEVICE __host__ __device__
+#else
+#define FLASHJIT_DECODE_HOST_DEVICE
+#endif
+
+namespace flashjit::decode {
+
+struct SmemShape {
+  int block_m, block_n, head_dim_qk, head_dim_v, warps, stages;
+};
+
+struct SmemRegions {
+  int q_offset, k_offset, k_stage_bytes, v_offset, v_stage_bytes;
+  int merge_o_offset, merge_stats_offset;
+  int flag_offset;
+  int total;
+};
+
+FLASHJIT_DECODE_HOST_DEVICE constexpr SmemRegions smem_regions(SmemShape s) {
+  SmemRegions r{};
+  r.q_offset = 0;
+  r.k_offset = s.block_m * s.head_dim_qk * 2;
+  r.k_stage_bytes = s.block_n * s.head_dim_qk * 2;
+  r.v_offset = r.k_offset + s.stages * r.k_stage_bytes;
+  r.v_stage_bytes = s.block_n * s.head_dim_v * 2;
+  const int main_loop = r.v_offset + s.stages * r.v_stage_bytes;
+  r.merge_o_offset = 0;
+  r.merge_stats_offset = s.warps * 16 * s.head_dim_v * 4;
+  const int merge = r.merge_stats_offset + s.warps * 16 * 2 * 4;
+  r.flag_offset = ((main_loop > merge ? main_loop : merge) + 15) / 16 * 16;
+  r.total = r.flag_offset + 16;
+  return r;
+}
+
+}  // namespace flashjit::decode

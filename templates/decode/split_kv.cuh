@@ -1,0 +1,332 @@
+// The decode family's split pass: a few query tokens per sequence against a long (paged) KV
+// cache, on mma.sync (every GPU from Ampere on).
+//
+// Rows: the query heads of one KV head times the query tokens of one step share a tile, so each
+// K/V byte is read once per KV head. Packed row r of KV head hk is token r / kGroup of query
+// head hk * kGroup + r % kGroup. A CTA takes kBlockM packed rows (one m block) of one (batch,
+// KV head) and one split of its keys: grid (num_splits, m_blocks * heads_k, batch).
+// Warps: kWarpsM = kBlockM / 16 warps own 16 rows each; the kWarpsN warps of one row block split
+// every key tile between them (kKeys keys each), keep their own online softmax, and the CTA
+// merges their states at the end (FlashDecoding's split within the CTA), so the tensor cores see
+// 16-row tiles however few the rows are.
+// Loads: every thread gathers 16-byte chunks of the K/V tile with cp.async through the KV
+// policy (kv_policy.cuh), row by row, so any page size works; a kStages-deep ring keeps
+// (kStages - 1) tiles in flight.
+// Output: with one split, O and the LSE directly; with several, each split's normalised O and
+// its LSE (fp32) into the workspace for the combine pass (combine.cuh).
+// Multi-token steps are causal among themselves (bottom-right aligned, as every mask here).
+#pragma once
+
+#include "common/kv_policy.cuh"
+#include "common/mask.cuh"
+#include "common/params.cuh"
+#include "common/seqinfo.cuh"
+#include "common/types.cuh"
+#include "decode/smem_regions.cuh"
+#include "sm80/warp_gemm.cuh"
+#include "sm80/cp_async.cuh"
+#include "sm80/ldmatrix.cuh"
+#include "sm80/mma.cuh"
+#include "sm80/smem_tile.cuh"
+#include "sm80/softmax.cuh"
+
+namespace flashjit::decode {
+
+using sm80::LanePart;
+using sm80::SmemTile;
+
+// Copies rows [0, kRows) of a swizzled tile from global memory, row r from row_ptr(r) (nullptr:
+// zero-filled), all threads of the CTA, 16 bytes per cp.async. One commit group is the caller's.
+template <class Tile, int kThreads, class E, class RowPtr>
+__device__ __forceinline__ void gather_tile(u32 smem, const RowPtr& row_ptr, const E* any, int tid) {
+  constexpr int kChunks = Tile::kChunks;
+  constexpr int kTotal = Tile::kRowCount * kChunks;
+#pragma unroll 4
+  for (int i = tid; i < kTotal; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    const E* src = row_ptr(r);
+    sm80::cp_async_16(smem + Tile::offset(r, c), src ? src + c * 8 : any, src != nullptr);
+  }
+}
+
+template <class T>
+struct SplitKv {
+  using E = typename T::Element;
+  using OE = typename T::OutElement;
+  static constexpr int kBM = T::kBlockM, kBN = T::kBlockN, kWarps = T::kNumWarps;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kDQK = T::kHeadDimQK, kDV = T::kHeadDimV, kGroup = T::kGroup;
+  static constexpr int kStages = T::kStages;
+  static constexpr int kWarpsM = kBM / 16;
+  static constexpr int kWarpsN = kWarps / kWarpsM;
+  static constexpr int kKeys = kBN / kWarpsN;  // keys of a tile each warp takes
+  static constexpr int kNT = kKeys / 8, kPSteps = kKeys / 16, kDT = kDV / 8;
+  using QTile = SmemTile<kBM, kDQK>;
+  using KTile = SmemTile<kBN, kDQK>;
+  using VTile = SmemTile<kBN, kDV>;
+  using Kv = KvCache<T::kVarlen, T::kPaged, T::kPageSize>;
+  using Softmax = sm80::OnlineSoftmax<1, kThreads, false>;
+  static constexpr SmemRegions kR = smem_regions({kBM, kBN, kDQK, kDV, kWarps, kStages});
+
+  static_assert(T::kThreads == kThreads, "threads");
+  static_assert(kR.total == T::kSmemBytes, "host and device disagree on the shared-memory size");
+  static_assert(kBM % 16 == 0 && kWarps % kWarpsM == 0, "warps cover the row blocks evenly");
+  static_assert(kKeys % 16 == 0 && kKeys * kWarpsN == kBN, "each warp takes whole 16-key steps");
+  static_assert(kStages >= 2, "a ring of at least two K/V stages");
+  static_assert(T::kHeadDimRope == 0, "decode tiles take no separate rope part");
+  static_assert(sizeof(E) == 2 && sizeof(OE) == 2, "16-bit Q/K/V and O");
+  static_assert(QTile::kBytes == kR.k_offset && KTile::kBytes == kR.k_stage_bytes &&
+                    VTile::kBytes == kR.v_stage_bytes,
+                "tile sizes agree with the region arithmetic");
+
+  const AttentionParams& p;
+  u32 smem_base;
+  unsigned char* smem;
+  int b, hk, split, m0, rows;  // rows: valid packed rows of this CTA
+  SeqInfo seq;                 // queries (rows of q and o)
+  Kv kv;
+  AttentionMask<T::kMask> mask;
+  int tid, warp, lane, wm, wn, g, t;
+  int n_begin, n_end, n_unmasked_lo, n_unmasked_hi;
+  LanePart lq, lk, lv;
+  float acc_o[1][kDT][4];
+  Softmax softmax;
+
+  __device__ __forceinline__ explicit SplitKv(const AttentionParams& params) : p(params) {}
+
+  __device__ __forceinline__ int token_of(int packed) const { return packed / kGroup; }
+  __device__ __forceinline__ int head_of(int packed) const { return hk * kGroup + packed % kGroup; }
+
+  __device__ __forceinline__ int* bad_page_flag() const {
+    return reinterpret_cast<int*>(smem + kR.flag_offset);
+  }
+
+  // Row pointers of one key tile of K or V through the KV policy: null past the cache end, and
+  // for a page-table entry that names no page (which also raises the CTA's flag).
+  struct KvRows {
+    const SplitKv* k;
+    const E* base;
+    TensorArg tensor;
+    int row0;
+    __device__ __forceinline__ const E* operator()(int r) const {
+      const int j = row0 + r;
+      if (j >= k->kv.seqlen_k) return nullptr;
+      bool ok;
+      const i64 off = k->kv.offset(tensor, k->b, j, k->hk, ok);
+      if (!ok) {
+        *k->bad_page_flag() = 1;
+        return nullptr;
+      }
+      return base + off;
+    }
+  };
+  // Row pointers of the CTA's packed query rows (null past the valid rows).
+  struct QRows {
+    const SplitKv* k;
+    const E* base;
+    __device__ __forceinline__ const E* operator()(int r) const {
+      const int packed = k->m0 + r;
+      if (packed >= k->rows) return nullptr;
+      return base + SeqInfo::offset<T::kVarlen>(k->p.q, k->b, k->seq.q_start, k->token_of(packed),
+                                                k->head_of(packed));
+    }
+  };
+
+  // K and V of key tile n into ring stage `stage`; keys past the cache end are zero-filled.
+  __device__ __forceinline__ void load_kv(int n, int stage) const {
+    const E* kbase = static_cast<const E*>(p.k.ptr);
+    const E* vbase = static_cast<const E*>(p.v.ptr);
+    gather_tile<KTile, kThreads>(smem_base + kR.k_offset + stage * kR.k_stage_bytes,
+                                 KvRows{this, kbase, p.k, n * kBN}, kbase, tid);
+    gather_tile<VTile, kThreads>(smem_base + kR.v_offset + stage * kR.v_stage_bytes,
+                                 KvRows{this, vbase, p.v, n * kBN}, vbase, tid);
+  }
+
+  // -inf where key n0 + c is not visible from its row's token (or past the cache end).
+  __device__ __forceinline__ void apply_mask(float (&s)[1][kNT][4], int n0) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int packed = m0 + 16 * wm + g + 8 * h;
+      const int tok = token_of(packed);
+      const int lo = mask.col_lo(tok) - n0, hi = mask.col_hi(tok) - n0;
+#pragma unroll
+      for (int j = 0; j < kNT; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = 8 * j + 2 * t + e;
+          if (c < lo || c >= hi) s[0][j][2 * h + e] = neg_inf();
+        }
+    }
+  }
+
+  __device__ __forceinline__ void compute(int n, int stage) {
+    float s[1][kNT][4];
+    sm80::gemm_qk<E, QTile, KTile, 1, kNT>(s, lq, lk.plus(stage * kR.k_stage_bytes));
+    if (n >= n_unmasked_hi || n < n_unmasked_lo) apply_mask(s, n * kBN + kKeys * wn);
+    softmax.update(s, acc_o, p.softmax_scale_log2);
+    u32 pa[1][kPSteps][4];
+#pragma unroll
+    for (int kk = 0; kk < kPSteps; ++kk) {
+      pa[0][kk][0] = pack2<E>(s[0][2 * kk][0], s[0][2 * kk][1]);
+      pa[0][kk][1] = pack2<E>(s[0][2 * kk][2], s[0][2 * kk][3]);
+      pa[0][kk][2] = pack2<E>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+      pa[0][kk][3] = pack2<E>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+    }
+    sm80::gemm_pv<E, VTile, 1, kDT, kPSteps>(acc_o, pa, lv.plus(stage * kR.v_stage_bytes));
+  }
+
+  __device__ __forceinline__ void main_loop() {
+    // Q rows of this CTA (zero past the valid rows) join the first tile's commit group.
+    const E* qbase = static_cast<const E*>(p.q.ptr);
+    gather_tile<QTile, kThreads>(smem_base + kR.q_offset, QRows{this, qbase}, qbase, tid);
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) {
+      if (n_begin + i < n_end) load_kv(n_begin + i, i);
+      sm80::cp_async_commit();  // possibly empty: the wait depth stays a constant
+    }
+#pragma unroll 1
+    for (int i = 0; n_begin + i < n_end; ++i) {
+      sm80::cp_async_wait<kStages - 2>();
+      // Tile i is visible to every thread, and every warp is done with tile i - 1, whose stage
+      // is refilled next.
+      __syncthreads();
+      const int next = n_begin + i + kStages - 1;
+      if (next < n_end) load_kv(next, (i + kStages - 1) % kStages);
+      sm80::cp_async_commit();
+      compute(n_begin + i, i % kStages);
+    }
+  }
+
+  // Merges the warps that split the keys of each row block, then writes O and the LSE (one
+  // split) or the split's normalised O and LSE to the workspace.
+  __device__ __forceinline__ void epilogue() {
+    sm80::cp_async_wait<0>();
+    __syncthreads();  // every warp is done with Q/K/V: the merge area overlays them
+    const bool bad = *bad_page_flag() != 0;
+    float* merge_o = reinterpret_cast<float*>(smem + kR.merge_o_offset) + warp * 16 * kDV;
+    float* merge_stats = reinterpret_cast<float*>(smem + kR.merge_stats_offset) + warp * 32;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = g + 8 * h;
+#pragma unroll
+      for (int d = 0; d < kDT; ++d) {
+        merge_o[row * kDV + 8 * d + 2 * t] = acc_o[0][d][2 * h];
+        merge_o[row * kDV + 8 * d + 2 * t + 1] = acc_o[0][d][2 * h + 1];
+      }
+      float sum = softmax.row_sum(0, h);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      if (t == 0) {
+        merge_stats[2 * row] = softmax.row_max(0, h);
+        merge_stats[2 * row + 1] = sum;
+      }
+    }
+    __syncthreads();
+
+    const float scale_log2 = p.softmax_scale_log2;
+    const float* all_o = reinterpret_cast<const float*>(smem + kR.merge_o_offset);
+    const float* all_stats = reinterpret_cast<const float*>(smem + kR.merge_stats_offset);
+    constexpr int kChunks = kDV / 8;
+#pragma unroll 1
+    for (int i = tid; i < kBM * kChunks; i += kThreads) {
+      const int r = i / kChunks, c = i % kChunks;
+      const int packed = m0 + r;
+      if (packed >= rows) continue;
+      const int rm = r / 16, rr = r % 16;
+      float mx = neg_inf();
+#pragma unroll
+      for (int n = 0; n < kWarpsN; ++n) mx = fmaxf(mx, all_stats[(n * kWarpsM + rm) * 32 + 2 * rr]);
+      const float mx_safe = mx == neg_inf() ? 0.f : mx;
+      float l = 0.f, o[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int n = 0; n < kWarpsN; ++n) {
+        const int w = n * kWarpsM + rm;
+        const float f = exp2_approx((all_stats[w * 32 + 2 * rr] - mx_safe) * scale_log2);
+        l += f * all_stats[w * 32 + 2 * rr + 1];
+        const float* src = all_o + (w * 16 + rr) * kDV + 8 * c;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) o[e] += f * src[e];
+      }
+      const float nan = __int_as_float(0x7fc00000);
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const float lse = bad ? nan : l > 0.f ? mx * p.softmax_scale + logf(l) : neg_inf();
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[e] = bad ? nan : o[e] * inv;
+      const int tok = token_of(packed), head = head_of(packed);
+      if (p.num_splits == 1) {
+        OE* dst = static_cast<OE*>(const_cast<void*>(p.o.ptr)) +
+                  SeqInfo::offset<T::kVarlen>(p.o, b, seq.q_start, tok, head) + 8 * c;
+        *reinterpret_cast<uint4*>(dst) = make_uint4(pack2<OE>(o[0], o[1]), pack2<OE>(o[2], o[3]),
+                                                    pack2<OE>(o[4], o[5]), pack2<OE>(o[6], o[7]));
+        if (T::kWriteLse && p.lse != nullptr && c == 0)
+          p.lse[lse_offset<T::kVarlen>(p, b, head, seq.q_start, tok)] = lse;
+      } else {
+        const i64 row = T::kVarlen ? i64(seq.q_start + tok) : i64(b) * p.seqlen_q + tok;
+        const i64 slot = (i64(split) * p.rows_q + row) * p.heads_q + head;
+        float4* dst = reinterpret_cast<float4*>(p.partial_o + slot * kDV + 8 * c);
+        dst[0] = make_float4(o[0], o[1], o[2], o[3]);
+        dst[1] = make_float4(o[4], o[5], o[6], o[7]);
+        if (c == 0) p.partial_lse[slot] = lse;
+      }
+    }
+  }
+
+  __device__ __forceinline__ void run() {
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    smem = smem_raw;
+    smem_base = u32(__cvta_generic_to_shared(smem_raw));
+    tid = int(threadIdx.x);
+    warp = tid / 32;
+    lane = tid % 32;
+    wm = warp % kWarpsM;
+    wn = warp / kWarpsM;
+    g = lane / 4;
+    t = lane % 4;
+
+    split = int(blockIdx.x);
+    const int m_blocks = int(gridDim.y) / p.heads_k;
+    hk = int(blockIdx.y) / m_blocks;
+    m0 = (int(blockIdx.y) % m_blocks) * kBM;
+    b = int(blockIdx.z);
+    kv = Kv::make(p, b);
+    seq = kv.sequence(p, b);
+    rows = kGroup * seq.seqlen_q;
+    if (m0 >= rows) return;  // this entry has fewer query tokens than the longest
+
+    mask = AttentionMask<T::kMask>{seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right};
+    // The keys the CTA's rows see: from the first row's token's lowest to the last's highest.
+    const int tok_first = token_of(m0), tok_last = token_of(cmin(m0 + kBM, rows) - 1);
+    const int lo = mask.col_lo(tok_first), hi = mask.col_hi(tok_last);
+    const int tile_lo = lo / kBN, tile_hi = hi > lo ? ceil_div(hi, kBN) : tile_lo;
+    const int per_split = ceil_div(tile_hi - tile_lo, p.num_splits);
+    n_begin = tile_lo + split * per_split;
+    n_end = cmin(tile_hi, n_begin + per_split);
+    // Tiles inside [every row's lowest visible key, every row's highest) need no mask.
+    n_unmasked_lo = ceil_div(mask.col_lo(tok_last), kBN);
+    n_unmasked_hi = mask.col_hi(tok_first) / kBN;
+
+    if (tid == 0) *bad_page_flag() = 0;
+    // ldmatrix lanes (sm80/attention_fwd.cuh): Q and V as A / .trans B, K as B; this warp's rows
+    // and keys. Row offsets are multiples of 8, which keep the swizzle.
+    lq = LanePart::make(smem_base + kR.q_offset, 16 * wm + (lane & 15), lane >> 4);
+    lk = LanePart::make(smem_base + kR.k_offset, kKeys * wn + (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
+    lv = LanePart::make(smem_base + kR.v_offset, kKeys * wn + (lane & 15), lane >> 4);
+#pragma unroll
+    for (int d = 0; d < kDT; ++d)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_o[0][d][e] = 0.f;
+    softmax.init(nullptr, tid);
+    __syncthreads();  // the flag is cleared before any load can set it
+
+    if (n_end > n_begin) main_loop();
+    epilogue();
+  }
+};
+
+template <class T>
+__device__ void split_kv(const AttentionParams& p) {
+  SplitKv<T> k(p);
+  k.run();
+}
+
+}  // namespace flashjit::decode
