@@ -34,7 +34,8 @@ class NoDeviceError : public std::runtime_error {
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemsetD32Async) X(cuStreamSynchronize)  \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuEventCreate) X(cuEventRecord)                     \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy) X(cuPointerGetAttribute)     \
-  X(cuCtxGetStreamPriorityRange) X(cuOccupancyMaxActiveClusters)
+  X(cuCtxGetStreamPriorityRange) X(cuOccupancyMaxActiveClusters) X(cuStreamIsCapturing)    \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 
 struct DriverApi {
 #define FLASHJIT_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;

@@ -44,6 +44,8 @@ struct Tensor {
   static Tensor bshd(const void* data, int64_t seqlen, int64_t heads, int64_t dim);  // [B, S, H, D]
   static Tensor bhsd(const void* data, int64_t seqlen, int64_t heads, int64_t dim);  // [B, H, S, D]
   static Tensor packed(const void* data, int64_t heads, int64_t dim);  // ragged [total, H, D]
+  // A paged cache [num_pages, page_size, H, D]: batch_stride steps over pages.
+  static Tensor paged(const void* data, int64_t page_size, int64_t heads, int64_t dim);
 };
 
 struct AttentionArgs {
@@ -77,6 +79,28 @@ struct AttentionArgs {
   // with itself in ways streams do not tell apart (e.g. one CUDA graph replayed on two streams at
   // once): a 4-byte-aligned int that is zero before the launch (the kernel leaves it zero).
   int* tile_counter = nullptr;
+
+  // Paged KV caches (kv_layout.paged): k and v are [num_pages, page_size, heads_k, d]
+  // (Tensor::paged, or any strides), and key j of batch entry b is row j % page_size of page
+  // page_table[b * page_table_stride + j / page_size]: int32 on the device, max_pages entries
+  // per row. seqlen_k is the longest cache length. A page index outside [0, num_pages) is never
+  // read; the rows it would feed come out NaN (it cannot be checked on the host).
+  const int* page_table = nullptr;
+  int num_pages = 0;
+  int max_pages = 0;
+  int64_t page_table_stride = -1;  // negative: max_pages
+  // Keys of each batch entry (int32 [batch] on the device; a cache's current lengths, each at
+  // most seqlen_k). Null: seqlen_k for every entry (ragged contiguous keys: cu_seqlens_k).
+  const int* seqused_k = nullptr;
+
+  // Decode family: how many CTAs split each sequence's keys (0: chosen from the shape and the
+  // SM count, or the config's tuning.splitk_partitions), and the device scratch for their
+  // partial outputs: Kernel::workspace_bytes(args) bytes, 16-byte aligned. Left null, flashjit
+  // keeps one per (context, stream), grown outside CUDA-graph capture (launch once before
+  // capturing, or pass one).
+  int num_splits = 0;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
 
 class Kernel {
@@ -87,8 +111,11 @@ class Kernel {
   const std::string& name() const { return artifact().name; }
   const LaunchInfo& launch_info() const { return artifact().launch; }
   const PtxasReport& ptxas() const { return artifact().ptxas; }
-  // Validates `args` against the config (throws ArgumentError) and launches on `stream`.
+  // Validates `args` against the config (throws ArgumentError) and launches every kernel of the
+  // operation on `stream`; never synchronises with the host.
   virtual void launch(const AttentionArgs& args, CUstream stream = nullptr) const = 0;
+  // Device scratch a launch with `args` needs (0 for most kernels; split-K decode launches).
+  virtual size_t workspace_bytes(const AttentionArgs& args) const = 0;
 };
 
 // The fast kernel for `config` on the current device ("arch": "native" is resolved there).

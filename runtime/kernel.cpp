@@ -7,8 +7,12 @@
 #include "generator/resolve.hpp"
 #include "runtime/device.hpp"
 #include "runtime/driver.hpp"
-#include "runtime/launch_params.hpp"
+#include "runtime/family_host.hpp"
 #include "runtime/tile_counters.hpp"
+#include "runtime/workspaces.hpp"
+
+#include <algorithm>
+#include <vector>
 
 namespace flashjit {
 
@@ -21,24 +25,29 @@ Tensor Tensor::bhsd(const void* data, int64_t seqlen, int64_t heads, int64_t dim
 Tensor Tensor::packed(const void* data, int64_t heads, int64_t dim) {
   return {data, 0, heads * dim, dim};
 }
+Tensor Tensor::paged(const void* data, int64_t page_size, int64_t heads, int64_t dim) {
+  return {data, page_size * heads * dim, heads * dim, dim};
+}
 
 namespace {
 
 class LoadedKernel final : public Kernel {
  public:
   LoadedKernel(Artifact artifact, Config resolved, const DeviceInfo& device)
-      : artifact_(std::move(artifact)), config_(std::move(resolved)), device_(device) {
+      : artifact_(std::move(artifact)),
+        config_(std::move(resolved)),
+        device_(device),
+        host_(family_host(artifact_.launch.family)) {
     const DriverApi& d = driver();
+    const LaunchInfo& li = artifact_.launch;
     FLASHJIT_CU(d.cuModuleLoadData(&module_, artifact_.cubin.data()));
-    FLASHJIT_CU(d.cuModuleGetFunction(&function_, module_, artifact_.launch.entry.c_str()));
-    const int smem = artifact_.launch.smem_bytes;
-    if (smem > device_.max_smem_optin)
-      throw ArgumentError("kernel " + artifact_.name + " needs " + std::to_string(smem) +
-                          " bytes of shared memory; " + device_.name + " allows " +
-                          std::to_string(device_.max_smem_optin));
-    if (smem > 0)
-      FLASHJIT_CU(d.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
-    resident_ctas_ = artifact_.launch.cluster_m > 1 ? resident_cluster_ctas() : device_.sm_count;
+    load_function(li.entry, li.smem_bytes);
+    for (const KernelPass& pass : li.passes) load_function(pass.entry, pass.smem_bytes);
+    limits_.sm_count = device_.sm_count;
+    limits_.resident_ctas = li.cluster_m > 1 ? resident_cluster_ctas() : device_.sm_count;
+    int per_sm = 0;
+    FLASHJIT_CU(d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, functions_[0], li.threads, li.smem_bytes));
+    limits_.ctas_per_sm = std::max(1, per_sm);
   }
   // Modules live as long as the process: the table that owns kernels is never destroyed, so
   // nothing unloads a module after the driver has shut down.
@@ -47,35 +56,66 @@ class LoadedKernel final : public Kernel {
   const Config& config() const override { return config_; }
   const Artifact& artifact() const override { return artifact_; }
 
+  size_t workspace_bytes(const AttentionArgs& args) const override {
+    return host_.plan(config_, artifact_.launch, args, limits_).workspace_bytes;
+  }
+
   void launch(const AttentionArgs& args, CUstream stream) const override {
     const LaunchInfo& li = artifact_.launch;
-    LaunchGeometry geo;
-    AttentionParams params = make_params(config_, li, args, resident_ctas_, geo);
-    if (geo.empty) return;
-    if (li.uses_tma) encode_tma_descriptors(config_, li, args, params);
-    if (li.tile_counter)
-      params.tile_counter = args.tile_counter ? args.tile_counter : tile_counter_for(device_.context, stream);
-
-    CUlaunchConfig cfg = {};
-    cfg.gridDimX = geo.grid[0];
-    cfg.gridDimY = geo.grid[1];
-    cfg.gridDimZ = geo.grid[2];
-    cfg.blockDimX = li.threads;
-    cfg.blockDimY = 1;
-    cfg.blockDimZ = 1;
-    cfg.sharedMemBytes = li.smem_bytes;
-    cfg.hStream = stream;
-    CUlaunchAttribute attr[1];
-    set_cluster(cfg, attr);
-    void* kernel_args[] = {&params};
-    FLASHJIT_CU(driver().cuLaunchKernelEx(&cfg, function_, kernel_args, nullptr));
+    LaunchPlan plan = host_.plan(config_, li, args, limits_);
+    if (plan.num_passes == 0) return;
+    void* workspace = nullptr;
+    if (plan.workspace_bytes > 0) {
+      if (args.workspace) {
+        if (args.workspace_bytes < plan.workspace_bytes)
+          throw ArgumentError("flashjit launch: args.workspace_bytes = " + std::to_string(args.workspace_bytes) +
+                              ": this launch needs " + std::to_string(plan.workspace_bytes));
+        if (reinterpret_cast<uintptr_t>(args.workspace) % 16)
+          throw ArgumentError("flashjit launch: args.workspace must be 16-byte aligned");
+        workspace = args.workspace;
+      } else {
+        workspace = workspace_for(device_.context, stream, plan.workspace_bytes);
+      }
+    }
+    host_.finish(config_, li, args, workspace, plan);
+    if (plan.tile_counter)
+      plan.params.tile_counter = args.tile_counter ? args.tile_counter : tile_counter_for(device_.context, stream);
+    for (int i = 0; i < plan.num_passes; ++i) launch_pass(plan.passes[i], plan.params, stream);
   }
 
  private:
-  void set_cluster(CUlaunchConfig& cfg, CUlaunchAttribute (&attr)[1]) const {
-    if (artifact_.launch.cluster_m <= 1) return;
+  void load_function(const std::string& entry, int smem) {
+    const DriverApi& d = driver();
+    CUfunction f = nullptr;
+    FLASHJIT_CU(d.cuModuleGetFunction(&f, module_, entry.c_str()));
+    if (smem > device_.max_smem_optin)
+      throw ArgumentError("kernel " + artifact_.name + " needs " + std::to_string(smem) +
+                          " bytes of shared memory; " + device_.name + " allows " +
+                          std::to_string(device_.max_smem_optin));
+    if (smem > 0) FLASHJIT_CU(d.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
+    functions_.push_back(f);
+  }
+
+  void launch_pass(const PassLaunch& pass, const AttentionParams& params, CUstream stream) const {
+    CUlaunchConfig cfg = {};
+    cfg.gridDimX = pass.grid[0];
+    cfg.gridDimY = pass.grid[1];
+    cfg.gridDimZ = pass.grid[2];
+    cfg.blockDimX = pass.threads;
+    cfg.blockDimY = 1;
+    cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = pass.smem_bytes;
+    cfg.hStream = stream;
+    CUlaunchAttribute attr[1];
+    set_cluster(cfg, attr, pass.cluster_m);
+    void* kernel_args[] = {const_cast<AttentionParams*>(&params)};
+    FLASHJIT_CU(driver().cuLaunchKernelEx(&cfg, functions_[pass.kernel], kernel_args, nullptr));
+  }
+
+  static void set_cluster(CUlaunchConfig& cfg, CUlaunchAttribute (&attr)[1], int cluster_m) {
+    if (cluster_m <= 1) return;
     attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr[0].value.clusterDim.x = artifact_.launch.cluster_m;
+    attr[0].value.clusterDim.x = cluster_m;
     attr[0].value.clusterDim.y = 1;
     attr[0].value.clusterDim.z = 1;
     cfg.attrs = attr;
@@ -93,9 +133,9 @@ class LoadedKernel final : public Kernel {
     cfg.blockDimY = cfg.blockDimZ = 1;
     cfg.sharedMemBytes = li.smem_bytes;
     CUlaunchAttribute attr[1];
-    set_cluster(cfg, attr);
+    set_cluster(cfg, attr, li.cluster_m);
     int clusters = 0;
-    FLASHJIT_CU(driver().cuOccupancyMaxActiveClusters(&clusters, function_, &cfg));
+    FLASHJIT_CU(driver().cuOccupancyMaxActiveClusters(&clusters, functions_[0], &cfg));
     if (clusters < 1)
       throw ArgumentError("kernel " + artifact_.name + ": " + device_.name + " cannot run a cluster of " +
                           std::to_string(li.cluster_m) + " CTAs with " + std::to_string(li.smem_bytes) +
@@ -106,9 +146,10 @@ class LoadedKernel final : public Kernel {
   Artifact artifact_;
   Config config_;
   DeviceInfo device_;
+  const FamilyHost& host_;
   CUmodule module_ = nullptr;
-  CUfunction function_ = nullptr;
-  int resident_ctas_ = 0;  // sizes persistent grids
+  std::vector<CUfunction> functions_;  // the entry, then LaunchInfo::passes
+  DeviceLimits limits_;
 };
 
 // Loaded kernels by (context, kind, config): configs are compared field by field, so the warm

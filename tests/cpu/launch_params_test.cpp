@@ -2,7 +2,7 @@
 // are two m blocks, and its grids are whole clusters.
 #include "generator/generate.hpp"
 #include "generator/resolve.hpp"
-#include "runtime/launch_params.hpp"
+#include "runtime/family_host.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@ namespace {
 
 struct Launch {
   AttentionParams params;
-  LaunchGeometry geometry;
+  PassLaunch geometry;
 };
 
 Launch plan(bool pair, Scheduler scheduler, int seqlen_q, int heads, int batch, int resident_ctas,
@@ -24,16 +24,18 @@ Launch plan(bool pair, Scheduler scheduler, int seqlen_q, int heads, int batch, 
   c.tuning.scheduler = scheduler;
   const Config r = resolve(c);
   const KernelSource src = generate(r);
-  // Never dereferenced: make_params only checks alignment and strides.
+  // Never dereferenced: planning only checks alignment and strides.
   const void* data = reinterpret_cast<const void*>(uintptr_t(1) << 20);
   AttentionArgs a;
   a.q = a.k = a.v = a.o = Tensor::bshd(data, seqlen_q, heads, head_dim);
   a.batch = batch;
   a.seqlen_q = a.seqlen_k = seqlen_q;
   a.heads_q = a.heads_k = heads;
-  Launch l;
-  l.params = make_params(r, src.launch, a, resident_ctas, l.geometry);
-  return l;
+  DeviceLimits device;
+  device.resident_ctas = resident_ctas;
+  const LaunchPlan plan = family_host(src.launch.family).plan(r, src.launch, a, device);
+  EXPECT_EQ(plan.num_passes, 1);
+  return Launch{plan.params, plan.passes[0]};
 }
 
 TEST(LaunchParams, PairCtaTilesAreTwoMBlocks) {

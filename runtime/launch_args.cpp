@@ -1,0 +1,145 @@
+// The argument checks and parameters every family shares (family_host.hpp).
+#include "runtime/family_host.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+namespace flashjit {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what) { throw ArgumentError("flashjit launch: " + what); }
+
+std::string str(long long v) { return std::to_string(v); }
+
+// `paged`: the batch axis steps over pages, and is checked even for ragged batches.
+void check_tensor(const char* name, const Tensor& t, bool ragged, bool paged = false) {
+  if (!t.data) fail(std::string("args.") + name + " is null");
+  if (reinterpret_cast<uintptr_t>(t.data) % 16)
+    fail(std::string("args.") + name + ".data must be 16-byte aligned (got " +
+         std::to_string(reinterpret_cast<uintptr_t>(t.data) % 16) + " bytes past a 16-byte boundary)");
+  auto stride = [&](const char* axis, int64_t s) {
+    if (s <= 0 || s % 8)
+      fail(std::string("args.") + name + "." + axis + " = " + str(s) +
+           ": strides must be positive multiples of 8 elements (16 bytes)");
+  };
+  stride("row_stride", t.row_stride);
+  stride("head_stride", t.head_stride);
+  if (!ragged || paged) stride("batch_stride", t.batch_stride);
+}
+
+void check_paging(const Config& c, const AttentionArgs& a) {
+  if (!c.kv_layout.paged) {
+    if (a.page_table || a.num_pages || a.max_pages)
+      fail("args.page_table/num_pages/max_pages are set but the config's kv_layout is not paged");
+    return;
+  }
+  const int page = c.kv_layout.page_size;
+  if (!a.page_table) fail("the config has a paged KV layout: args.page_table is required");
+  if (reinterpret_cast<uintptr_t>(a.page_table) % alignof(int)) fail("args.page_table must be 4-byte aligned");
+  if (a.num_pages < 1) fail("args.num_pages = " + str(a.num_pages) + ": the cache needs at least one page");
+  const int64_t needed = (int64_t(a.seqlen_k) + page - 1) / page;
+  if (a.max_pages < needed)
+    fail("args.max_pages = " + str(a.max_pages) + ": seqlen_k = " + str(a.seqlen_k) + " keys in pages of " +
+         str(page) + " need at least " + str(needed) + " page-table entries per sequence");
+  if (a.page_table_stride >= 0 && a.page_table_stride < a.max_pages)
+    fail("args.page_table_stride = " + str(a.page_table_stride) + " is shorter than a row of max_pages = " +
+         str(a.max_pages) + " entries");
+  if (a.cu_seqlens_k) fail("args.cu_seqlens_k is set, but a paged cache takes its keys from the page table (use seqused_k)");
+}
+
+}  // namespace
+
+AttentionParams common_params(const Config& c, const LaunchInfo& launch, const AttentionArgs& a) {
+  AttentionParams p;
+  std::memset(&p, 0, sizeof p);
+  const bool ragged = c.varlen, paged = c.kv_layout.paged;
+
+  if (a.batch < 1) fail("args.batch = " + str(a.batch) + ": must be at least 1");
+  if (a.heads_q < 1 || a.heads_k < 1)
+    fail("args.heads_q = " + str(a.heads_q) + ", heads_k = " + str(a.heads_k) + ": must be at least 1");
+  if (a.heads_q != a.heads_k * c.group)
+    fail("args.heads_q = " + str(a.heads_q) + " must equal group (" + str(c.group) +
+         ", from the config) x heads_k (" + str(a.heads_k) + ")");
+  if (a.seqlen_q < 0 || a.seqlen_k < 0) fail("args.seqlen_q/seqlen_k must not be negative");
+  if (a.heads_q > 65535 || a.batch > 65535) fail("args.heads_q and args.batch must be at most 65535 (grid limits)");
+
+  check_tensor("q", a.q, ragged);
+  check_tensor("k", a.k, ragged, paged);
+  check_tensor("v", a.v, ragged, paged);
+  check_tensor("o", a.o, ragged);
+  if (c.head_dim.rope > 0) {
+    check_tensor("q_rope", a.q_rope, ragged);
+    check_tensor("k_rope", a.k_rope, ragged, paged);
+  } else if (a.q_rope.data || a.k_rope.data) {
+    fail("args.q_rope/k_rope are set but the config has head_dim.rope = 0");
+  }
+  check_paging(c, a);
+  if (reinterpret_cast<uintptr_t>(a.seqused_k) % alignof(int)) fail("args.seqused_k must be 4-byte aligned");
+
+  if (ragged) {
+    if (!a.cu_seqlens_q) fail("the config has varlen = true: args.cu_seqlens_q is required");
+    if (!paged && !a.cu_seqlens_k) fail("the config has varlen = true: args.cu_seqlens_k is required");
+    if (a.total_q < a.seqlen_q || (!paged && a.total_k < a.seqlen_k))
+      fail("args.total_q/total_k (" + str(a.total_q) + ", " + str(a.total_k) +
+           ") must be the total rows, at least seqlen_q/seqlen_k (the longest sequences)");
+  } else if (a.cu_seqlens_q || a.cu_seqlens_k) {
+    fail("args.cu_seqlens_q/k are set but the config has varlen = false");
+  }
+
+  // The reference kernel writes the LSE whenever given a buffer; fast kernels follow the config.
+  if (launch.family != "reference") {
+    if (c.lse && !a.lse) fail("the config has outputs.lse = true: args.lse is required");
+    if (!c.lse && a.lse) fail("args.lse is set but the config has outputs.lse = false");
+  }
+
+  if (reinterpret_cast<uintptr_t>(a.tile_counter) % alignof(int)) fail("args.tile_counter must be 4-byte aligned");
+
+  if (c.mask != Mask::sliding_window && (a.window_left >= 0 || a.window_right >= 0))
+    fail("args.window_left/right are set but the config's mask is \"" + std::string(to_string(c.mask)) +
+         "\" (use \"sliding_window\")");
+  if (!(a.softmax_scale >= 0.f) || !std::isfinite(a.softmax_scale))
+    fail("args.softmax_scale = " + std::to_string(a.softmax_scale) +
+         ": must be finite and > 0 (0 selects 1/sqrt(head_dim.qk))");
+  if (a.num_splits < 0) fail("args.num_splits = " + str(a.num_splits) + ": must be 0 (automatic) or a split count");
+  if (a.num_splits > 0 && c.tuning.family != Family::decode)
+    fail("args.num_splits is set, but only decode kernels split the keys (this is the " +
+         std::string(to_string(c.tuning.family.value_or(Family::automatic))) + " family)");
+
+  auto tensor = [](const Tensor& t) { return TensorArg{t.data, t.batch_stride, t.row_stride, t.head_stride}; };
+  p.q = tensor(a.q);
+  p.k = tensor(a.k);
+  p.v = tensor(a.v);
+  p.o = tensor(a.o);
+  p.q_rope = tensor(a.q_rope);
+  p.k_rope = tensor(a.k_rope);
+  p.lse = a.lse;
+  const int64_t rows_q = ragged ? a.total_q : int64_t(a.batch) * a.seqlen_q;
+  p.lse_head_stride = a.lse_head_stride >= 0 ? a.lse_head_stride : (ragged ? a.total_q : a.seqlen_q);
+  p.lse_batch_stride = a.lse_batch_stride >= 0 ? a.lse_batch_stride : int64_t(a.heads_q) * a.seqlen_q;
+  p.cu_seqlens_q = a.cu_seqlens_q;
+  p.cu_seqlens_k = a.cu_seqlens_k;
+  p.batch = a.batch;
+  p.seqlen_q = a.seqlen_q;
+  p.seqlen_k = a.seqlen_k;
+  p.heads_q = a.heads_q;
+  p.heads_k = a.heads_k;
+  p.window_left = a.window_left;
+  p.window_right = a.window_right;
+  p.softmax_scale = a.softmax_scale > 0.f ? a.softmax_scale : 1.f / std::sqrt(float(c.head_dim.qk));
+  p.softmax_scale_log2 = p.softmax_scale * 1.4426950408889634f;
+  p.page_table = a.page_table;
+  p.page_table_stride = a.page_table_stride >= 0 ? a.page_table_stride : a.max_pages;
+  p.num_pages = a.num_pages;
+  p.max_pages = a.max_pages;
+  p.seqused_k = a.seqused_k;
+  if (rows_q > (int64_t(1) << 31) - 1) fail("too many query rows for one launch");
+  p.rows_q = static_cast<int>(rows_q);
+  p.num_splits = 1;
+  return p;
+}
+
+void FamilyHost::finish(const Config&, const LaunchInfo&, const AttentionArgs&, void*, LaunchPlan&) const {}
+
+}  // namespace flashjit
