@@ -35,7 +35,8 @@ class NoDeviceError : public std::runtime_error {
   X(cuStreamCreate) X(cuStreamDestroy) X(cuEventCreate) X(cuEventRecord)                     \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy) X(cuPointerGetAttribute)     \
   X(cuCtxGetStreamPriorityRange) X(cuOccupancyMaxActiveClusters) X(cuStreamIsCapturing)    \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuStreamBeginCapture) X(cuStreamEndCapture)  \
+  X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
 struct DriverApi {
 #define FLASHJIT_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;

@@ -42,7 +42,18 @@ std::string ProblemShape::describe() const {
     s << " Sq=" << seqlen_q << " Sk=" << seqlen_k << (layout == Layout::bhsd ? " bhsd" : " bshd");
   }
   if (window_left >= 0 || window_right >= 0) s << " window=(" << window_left << "," << window_right << ")";
+  if (!cache_lens.empty()) {
+    s << " cache=[";
+    for (size_t i = 0; i < cache_lens.size() && i < 8; ++i) s << (i ? "," : "") << cache_lens[i];
+    s << (cache_lens.size() > 8 ? ",...]" : "]");
+  }
+  if (num_splits > 0) s << " splits=" << num_splits;
   return s.str();
+}
+
+int ProblemShape::keys_of(const Config& c, int b) const {
+  if (c.varlen) return seqlens_k[b];
+  return cache_lens.empty() ? seqlen_k : cache_lens[b];
 }
 
 struct DeviceProblem::Buffer {
@@ -58,27 +69,44 @@ CUdeviceptr DeviceProblem::alloc(size_t bytes) {
 
 DeviceProblem::DeviceProblem(const Config& config, const ProblemShape& shape, uint64_t seed)
     : config_(config), shape_(shape) {
+  const bool paged = config.kv_layout.paged;
   if (config.varlen) {
     if (shape.seqlens_q.size() != size_t(shape.batch) || shape.seqlens_k.size() != size_t(shape.batch))
       throw ArgumentError("ragged problem: seqlens_q/seqlens_k need one length per batch entry");
-    for (int b = 0; b < shape.batch; ++b) {
-      rows_q_ += shape.seqlens_q[b];
-      rows_k_ += shape.seqlens_k[b];
-    }
+    for (int b = 0; b < shape.batch; ++b) rows_q_ += shape.seqlens_q[b];
     shape_.seqlen_q = *std::max_element(shape.seqlens_q.begin(), shape.seqlens_q.end());
     shape_.seqlen_k = *std::max_element(shape.seqlens_k.begin(), shape.seqlens_k.end());
   } else {
     rows_q_ = shape.batch * shape.seqlen_q;
-    rows_k_ = shape.batch * shape.seqlen_k;
   }
+  if (!shape.cache_lens.empty()) {
+    if (config.varlen) throw ArgumentError("ragged problem: the key lengths are seqlens_k, not cache_lens");
+    if (shape.cache_lens.size() != size_t(shape.batch))
+      throw ArgumentError("cache_lens needs one length per batch entry");
+    for (int len : shape.cache_lens)
+      if (len < 0 || len > shape.seqlen_k)
+        throw ArgumentError("cache length " + std::to_string(len) + " is outside [0, seqlen_k = " +
+                            std::to_string(shape.seqlen_k) + "]");
+  }
+  // Host key rows: entry after entry, each its own keys (paged, ragged) or seqlen_k of them.
+  for (int b = 0; b < shape.batch; ++b) {
+    key_start_.push_back(rows_k_);
+    rows_k_ += paged || config.varlen ? shape_.keys_of(config, b) : shape_.seqlen_k;
+  }
+  device_rows_k_ = rows_k_;
+  if (paged) {
+    plan_pages(seed);
+    device_rows_k_ = num_pages_ * config.kv_layout.page_size;
+  }
+
   const HeadDims& h = config.head_dim;
   const size_t e = dtype_bytes(config.dtype.qkv), er = dtype_bytes(config.dtype.rope.value_or(config.dtype.qkv));
   q_ = alloc(size_t(rows_q_) * shape.heads_q * h.nope() * e);
-  k_ = alloc(size_t(rows_k_) * shape.heads_k * h.nope() * e);
-  v_ = alloc(size_t(rows_k_) * shape.heads_k * h.v * e);
+  k_ = alloc(size_t(device_rows_k_) * shape.heads_k * h.nope() * e);
+  v_ = alloc(size_t(device_rows_k_) * shape.heads_k * h.v * e);
   if (h.rope) {
     q_rope_ = alloc(size_t(rows_q_) * shape.heads_q * h.rope * er);
-    k_rope_ = alloc(size_t(rows_k_) * shape.heads_k * h.rope * er);
+    k_rope_ = alloc(size_t(device_rows_k_) * shape.heads_k * h.rope * er);
   }
   o_ = alloc(size_t(rows_q_) * shape.heads_q * h.v * dtype_bytes(config.dtype.out));
   o_ref_ = alloc(size_t(rows_q_) * shape.heads_q * h.v * 4);
@@ -91,11 +119,46 @@ DeviceProblem::DeviceProblem(const Config& config, const ProblemShape& shape, ui
       ck[b + 1] = ck[b] + shape.seqlens_k[b];
     }
     cu_q_ = alloc(cq.size() * 4);
-    cu_k_ = alloc(ck.size() * 4);
     FLASHJIT_CU(driver().cuMemcpyHtoD(cu_q_, cq.data(), cq.size() * 4));
-    FLASHJIT_CU(driver().cuMemcpyHtoD(cu_k_, ck.data(), ck.size() * 4));
+    if (!paged) {
+      cu_k_ = alloc(ck.size() * 4);
+      FLASHJIT_CU(driver().cuMemcpyHtoD(cu_k_, ck.data(), ck.size() * 4));
+    }
+  }
+  if (paged || !shape.cache_lens.empty()) {
+    std::vector<int> used(shape.batch);
+    for (int b = 0; b < shape.batch; ++b) used[b] = shape_.keys_of(config, b);
+    seqused_ = alloc(used.size() * 4);
+    FLASHJIT_CU(driver().cuMemcpyHtoD(seqused_, used.data(), used.size() * 4));
+  }
+  if (paged) {
+    pages_ = alloc(page_table_.size() * 4);
+    FLASHJIT_CU(driver().cuMemcpyHtoD(pages_, page_table_.data(), page_table_.size() * 4));
   }
   upload_inputs(seed);
+}
+
+// Every entry gets the pages its keys need, plus one page nobody uses; in a random order unless
+// shuffle_pages is off. Table entries past an entry's keys are -1: a kernel must never read them.
+void DeviceProblem::plan_pages(uint64_t seed) {
+  const int page = config_.kv_layout.page_size;
+  std::vector<int> need(shape_.batch);
+  for (int b = 0; b < shape_.batch; ++b) {
+    need[b] = (shape_.keys_of(config_, b) + page - 1) / page;
+    num_pages_ += need[b];
+  }
+  num_pages_ += 1;
+  max_pages_ = std::max(1, (shape_.seqlen_k + page - 1) / page);
+  std::vector<int> order(num_pages_);
+  for (int i = 0; i < num_pages_; ++i) order[i] = i;
+  if (shape_.shuffle_pages) {
+    Rng rng{seed * 0x9e3779b97f4a7c15ull + 7};
+    for (int i = num_pages_ - 1; i > 0; --i) std::swap(order[i], order[rng.next() % uint64_t(i + 1)]);
+  }
+  page_table_.assign(size_t(shape_.batch) * max_pages_, -1);
+  int next = 0;
+  for (int b = 0; b < shape_.batch; ++b)
+    for (int i = 0; i < need[b]; ++i) page_table_[size_t(b) * max_pages_ + i] = order[next++];
 }
 
 DeviceProblem::~DeviceProblem() {
@@ -107,8 +170,24 @@ DeviceProblem::~DeviceProblem() {
 
 void DeviceProblem::refill(uint64_t seed) { upload_inputs(seed); }
 
-// Device tensors are stored [B, S, H, D] / [B, H, S, D] / packed [total, H, D]; host copies are
-// [rows][heads][dim] with rows = b * S + s (or the packed row).
+// Device tensors are stored [B, S, H, D] / [B, H, S, D] / packed [total, H, D] / paged
+// [pages, page_size, H, D]; host copies are [rows][heads][dim] with rows = b * S + s (or the
+// packed row; paged keys: entry after entry).
+size_t DeviceProblem::device_index(bool is_q, int r, int heads, int dim, int h, int d) const {
+  if (!is_q && config_.kv_layout.paged) {
+    const int b = int(std::upper_bound(key_start_.begin(), key_start_.end(), r) - key_start_.begin()) - 1;
+    const int j = r - key_start_[b], page = config_.kv_layout.page_size;
+    const int slot = page_table_[size_t(b) * max_pages_ + j / page];
+    return ((size_t(slot) * page + j % page) * heads + h) * dim + d;
+  }
+  if (!config_.varlen && shape_.layout == Layout::bhsd) {
+    const int seqlen = is_q ? shape_.seqlen_q : shape_.seqlen_k;
+    const int b = r / seqlen, s = r % seqlen;
+    return ((size_t(b) * heads + h) * seqlen + s) * dim + d;
+  }
+  return (size_t(r) * heads + h) * dim + d;
+}
+
 void DeviceProblem::upload_inputs(uint64_t seed) {
   Rng rng{seed * 0x2545f4914f6cdd1dull + 1};
   const HeadDims& h = config_.head_dim;
@@ -116,19 +195,13 @@ void DeviceProblem::upload_inputs(uint64_t seed) {
   const ElementType& rope = element_type(config_.dtype.rope.value_or(config_.dtype.qkv));
   auto fill = [&](CUdeviceptr dst, const ElementType& type, int rows, int heads, int dim, int host_dim,
                   int host_offset, std::vector<float>& host, bool is_q) {
-    std::vector<unsigned char> dev(size_t(rows) * heads * dim * type.bytes);
-    const int seqlen = is_q ? shape_.seqlen_q : shape_.seqlen_k;
+    // Device rows no host row maps to (unused pages) hold NaN, so reading one shows.
+    const int device_rows = is_q ? rows_q_ : device_rows_k_;
+    std::vector<unsigned char> dev(size_t(device_rows) * heads * dim * type.bytes, 0xff);
     for (int r = 0; r < rows; ++r)
       for (int hh = 0; hh < heads; ++hh)
         for (int d = 0; d < dim; ++d) {
-          size_t idx;
-          if (!config_.varlen && shape_.layout == Layout::bhsd) {
-            int b = r / seqlen, s = r % seqlen;
-            idx = ((size_t(b) * heads + hh) * seqlen + s) * dim + d;
-          } else {
-            idx = (size_t(r) * heads + hh) * dim + d;
-          }
-          unsigned char* slot = dev.data() + idx * type.bytes;
+          unsigned char* slot = dev.data() + device_index(is_q, r, heads, dim, hh, d) * type.bytes;
           store_element(type, rng.normal(), slot);
           host[(size_t(r) * heads + hh) * host_dim + host_offset + d] = load_element(type, slot);
         }
@@ -149,6 +222,7 @@ void DeviceProblem::upload_inputs(uint64_t seed) {
 Tensor DeviceProblem::tensor(CUdeviceptr p, bool is_q, int dim) const {
   const void* ptr = reinterpret_cast<const void*>(p);
   const int heads = is_q ? shape_.heads_q : shape_.heads_k;
+  if (!is_q && config_.kv_layout.paged) return Tensor::paged(ptr, config_.kv_layout.page_size, heads, dim);
   if (config_.varlen) return Tensor::packed(ptr, heads, dim);
   const int seqlen = is_q ? shape_.seqlen_q : shape_.seqlen_k;
   return shape_.layout == Layout::bhsd ? Tensor::bhsd(ptr, seqlen, heads, dim)
@@ -174,6 +248,13 @@ AttentionArgs DeviceProblem::args() const {
     a.total_q = rows_q_;
     a.total_k = rows_k_;
   }
+  a.seqused_k = reinterpret_cast<const int*>(seqused_);
+  if (config_.kv_layout.paged) {
+    a.page_table = reinterpret_cast<const int*>(pages_);
+    a.num_pages = num_pages_;
+    a.max_pages = max_pages_;
+  }
+  if (config_.tuning.family == Family::decode) a.num_splits = shape_.num_splits;
   return a;
 }
 
@@ -197,6 +278,7 @@ AttentionArgs DeviceProblem::reference_args() const {
   AttentionArgs a = args();
   a.o = tensor(o_ref_, true, config_.head_dim.v);
   a.lse = reinterpret_cast<float*>(lse_ref_);
+  a.num_splits = 0;  // the reference does not split
   return a;
 }
 
@@ -299,16 +381,18 @@ void cpu_reference(const Config& c, const ProblemShape& shape, const std::vector
                    std::vector<double>& o, std::vector<double>& lse) {
   const int dqk = c.head_dim.qk, dv = c.head_dim.v, hq = shape.heads_q, hk = shape.heads_k;
   const double scale = shape.softmax_scale > 0 ? shape.softmax_scale : 1.0 / std::sqrt(double(dqk));
-  int rows_q = 0;
+  int rows_q = 0, rows_k = 0;
   std::vector<int> sq, sk, oq, ok;
+  const bool packed_keys = c.varlen || c.kv_layout.paged;  // host key rows as DeviceProblem keeps them
   for (int b = 0; b < shape.batch; ++b) {
     int lq = c.varlen ? shape.seqlens_q[b] : shape.seqlen_q;
-    int lk = c.varlen ? shape.seqlens_k[b] : shape.seqlen_k;
+    int lk = shape.keys_of(c, b);
     oq.push_back(rows_q);
-    ok.push_back(b == 0 ? 0 : ok.back() + sk.back());
+    ok.push_back(rows_k);
     sq.push_back(lq);
     sk.push_back(lk);
     rows_q += lq;
+    rows_k += packed_keys ? lk : shape.seqlen_k;
   }
   const size_t rows_total = size_t(rows_q);
   o.assign(size_t(rows_q) * hq * dv, 0.0);

@@ -25,8 +25,16 @@ struct ProblemShape {
   int window_left = -1;
   int window_right = -1;
   float softmax_scale = 0.f;
+  // Keys each batch entry has (seqused_k), each at most seqlen_k; empty: every entry has
+  // seqlen_k (ragged: seqlens_k). Paged configs always pass them to the kernel.
+  std::vector<int> cache_lens;
+  // Paged configs: pages are handed out in a random order (else in order, entry by entry).
+  bool shuffle_pages = true;
+  int num_splits = 0;  // decode kernels: 0 chooses per launch
   std::string describe() const;
   int max_seqlen_k() const;  // the longest key sequence (ragged: over the batch)
+  // Keys batch entry b sees under `config`: ragged seqlens_k, else cache_lens, else seqlen_k.
+  int keys_of(const Config& config, int b) const;
   // Copies the sizes, window and scale into `a` (tensors, LSE and ragged offsets are left alone).
   void apply_to(AttentionArgs& a) const;
 };
@@ -56,19 +64,30 @@ class DeviceProblem {
   std::vector<float> host_v() const { return hv_; }
   const ProblemShape& shape() const { return shape_; }
   int rows_q() const { return rows_q_; }
-  int rows_k() const { return rows_k_; }
+  int rows_k() const { return rows_k_; }  // key rows of the host copies (paged: the cache's keys)
+  // Paged configs: the page table [batch][max_pages] (-1 where an entry has no page).
+  const std::vector<int>& page_table() const { return page_table_; }
+  int num_pages() const { return num_pages_; }
+  int max_pages() const { return max_pages_; }
 
  private:
   struct Buffer;
   Config config_;
   ProblemShape shape_;
   int rows_q_ = 0, rows_k_ = 0;  // total rows over the batch
+  int device_rows_k_ = 0;        // key rows of the device K/V (paged: num_pages x page_size)
+  std::vector<int> key_start_;   // each entry's first row in the host key copies
+  std::vector<int> page_table_;
+  int num_pages_ = 0, max_pages_ = 0;
   std::vector<float> hq_, hk_, hv_;
   std::vector<Buffer*> buffers_;
   CUdeviceptr q_ = 0, k_ = 0, v_ = 0, o_ = 0, o_ref_ = 0, lse_ = 0, lse_ref_ = 0, cu_q_ = 0, cu_k_ = 0,
-              q_rope_ = 0, k_rope_ = 0;
+              q_rope_ = 0, k_rope_ = 0, pages_ = 0, seqused_ = 0;
   CUdeviceptr alloc(size_t bytes);
+  void plan_pages(uint64_t seed);
   void upload_inputs(uint64_t seed);
+  // Element index in the device tensor of host row r (a query or key row), head h, column d.
+  size_t device_index(bool is_q, int r, int heads, int dim, int h, int d) const;
   Tensor tensor(CUdeviceptr p, bool is_q, int dim) const;
 };
 

@@ -13,8 +13,9 @@ namespace {
 
 std::string str(long long v) { return std::to_string(v); }
 
-// `paged`: the batch axis steps over pages, and is checked even for ragged batches.
-void check_tensor(const char* name, const Tensor& t, bool ragged, bool paged = false) {
+// `paged`: the batch axis steps over pages, and is checked even for ragged batches. A tensor of
+// no rows (seqlen 0) has no batch stride to check.
+void check_tensor(const char* name, const Tensor& t, bool ragged, bool paged, int64_t rows) {
   if (!t.data) fail(std::string("args.") + name + " is null");
   if (reinterpret_cast<uintptr_t>(t.data) % 16)
     fail(std::string("args.") + name + ".data must be 16-byte aligned (got " +
@@ -26,7 +27,7 @@ void check_tensor(const char* name, const Tensor& t, bool ragged, bool paged = f
   };
   stride("row_stride", t.row_stride);
   stride("head_stride", t.head_stride);
-  if (!ragged || paged) stride("batch_stride", t.batch_stride);
+  if (paged || (!ragged && rows > 0)) stride("batch_stride", t.batch_stride);
 }
 
 void check_paging(const Config& c, const AttentionArgs& a) {
@@ -65,13 +66,13 @@ AttentionParams common_params(const Config& c, const LaunchInfo& launch, const A
   if (a.seqlen_q < 0 || a.seqlen_k < 0) fail("args.seqlen_q/seqlen_k must not be negative");
   if (a.heads_q > 65535 || a.batch > 65535) fail("args.heads_q and args.batch must be at most 65535 (grid limits)");
 
-  check_tensor("q", a.q, ragged);
-  check_tensor("k", a.k, ragged, paged);
-  check_tensor("v", a.v, ragged, paged);
-  check_tensor("o", a.o, ragged);
+  check_tensor("q", a.q, ragged, false, a.seqlen_q);
+  check_tensor("k", a.k, ragged, paged, a.seqlen_k);
+  check_tensor("v", a.v, ragged, paged, a.seqlen_k);
+  check_tensor("o", a.o, ragged, false, a.seqlen_q);
   if (c.head_dim.rope > 0) {
-    check_tensor("q_rope", a.q_rope, ragged);
-    check_tensor("k_rope", a.k_rope, ragged, paged);
+    check_tensor("q_rope", a.q_rope, ragged, false, a.seqlen_q);
+    check_tensor("k_rope", a.k_rope, ragged, paged, a.seqlen_k);
   } else if (a.q_rope.data || a.k_rope.data) {
     fail("args.q_rope/k_rope are set but the config has head_dim.rope = 0");
   }

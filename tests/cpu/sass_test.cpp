@@ -73,5 +73,23 @@ TEST_F(Sass, Sm80KernelsIssueHmmaNotHgmma) {
   EXPECT_EQ(count(sass, "UTMALDG"), 0u);
 }
 
+// Decode kernels gather K/V with cp.async (LDGSTS) and compute on mma.sync (HMMA) on every
+// target; the module holds the combine pass too.
+TEST_F(Sass, DecodeKernelsGatherWithCpAsyncAndIssueHmma) {
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    Config c;
+    c.arch = arch;
+    c.group = 8;
+    c.kv_layout = {true, 16};
+    c.tuning.max_seqlen_q = 2;
+    const Config r = resolve(c);
+    const KernelSource src = generate(r);
+    const std::string sass = disassemble(compile(src).cubin);
+    EXPECT_GT(count(sass, "HMMA.16816.F32"), 0u) << arch;
+    EXPECT_GT(count(sass, "LDGSTS"), 0u) << arch;
+    EXPECT_GT(count(sass, src.launch.passes.at(0).entry), 0u) << "the combine entry in " << arch;
+  }
+}
+
 }  // namespace
 }  // namespace flashjit

@@ -1,0 +1,275 @@
+// The decode family on the CPU: when "auto" picks it, the tiles it resolves to, the rules it
+// enforces, how launches are planned (row blocks, split counts, the combine pass, the
+// workspace) and which arguments are refused, and that its kernels compile without spills.
+#include "generator/config.hpp"
+#include "generator/generate.hpp"
+#include "generator/resolve.hpp"
+#include "runtime/compiler.hpp"
+#include "runtime/decode_splits.hpp"
+#include "runtime/family_host.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+namespace flashjit {
+namespace {
+
+Config decode_config(int group, int tokens, int d = 128) {
+  Config c;
+  c.arch = "sm_90a";
+  c.head_dim = {d, d, 0};
+  c.group = group;
+  c.tuning.max_seqlen_q = tokens;
+  return c;
+}
+
+std::set<std::string> issue_paths(const Config& c) {
+  std::set<std::string> paths;
+  for (const auto& i : check_config(c)) paths.insert(i.path);
+  return paths;
+}
+
+TEST(DecodeFamily, AutoPicksDecodeForFewQueryTokens) {
+  EXPECT_EQ(*resolve(decode_config(4, 1)).tuning.family, Family::decode);
+  EXPECT_EQ(*resolve(decode_config(8, 16)).tuning.family, Family::decode);
+  // More tokens than a decode step: prefill, which has no use for the bound and drops it.
+  const Config r = resolve(decode_config(4, 17));
+  EXPECT_EQ(*r.tuning.family, Family::sm90);
+  EXPECT_FALSE(r.tuning.max_seqlen_q);
+  Config plain = decode_config(4, 1);
+  plain.tuning.max_seqlen_q.reset();
+  EXPECT_EQ(*resolve(plain).tuning.family, Family::sm90);
+}
+
+TEST(DecodeFamily, RowsPerCtaFollowGroupTimesTokens) {
+  EXPECT_EQ(*resolve(decode_config(1, 1)).tuning.BM, 16);
+  EXPECT_EQ(*resolve(decode_config(8, 2)).tuning.BM, 16);
+  EXPECT_EQ(*resolve(decode_config(8, 4)).tuning.BM, 32);
+  EXPECT_EQ(*resolve(decode_config(16, 4)).tuning.BM, 64);
+  EXPECT_EQ(*resolve(decode_config(16, 16)).tuning.BM, 64);  // 256 rows: four row blocks
+  const Config r = resolve(decode_config(4, 1));
+  EXPECT_EQ(*r.tuning.num_warps, 4);
+  EXPECT_EQ(*r.tuning.BN, 64);
+  EXPECT_EQ(*r.tuning.splitk_partitions, 0);  // chosen per launch
+  EXPECT_GE(*r.tuning.num_kv_stages, 2);
+  EXPECT_EQ(readable_name(r), "fwd_sm90a_bf16_d128_none_g4_decode_q1_bm16_bn64");
+}
+
+TEST(DecodeFamily, RulesNameTheField) {
+  Config c = decode_config(4, 1);
+  c.tuning.family = Family::decode;
+  c.head_dim = {192, 128, 64};
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"head_dim.rope"});
+  c = decode_config(4, 1);
+  c.tuning.family = Family::decode;
+  c.dtype.qkv = DType::e4m3;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"dtype.qkv"});
+  c = decode_config(4, 1);
+  c.tuning.BM = 48;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.BM"});
+  c = decode_config(4, 1);
+  c.tuning.BN = 48;  // four warps split a 16-row block's keys: multiples of 64
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.BN"});
+  c = decode_config(4, 1);
+  c.tuning.scheduler = Scheduler::persistent;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.scheduler"});
+  c = decode_config(4, 1);
+  c.tuning.pair_cta = true;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.pair_cta"});
+  c = decode_config(4, 1);
+  c.tuning.splitk_partitions = 300;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.splitk_partitions"});
+  c = decode_config(4, 1);
+  c.tuning.max_seqlen_q = 0;
+  EXPECT_TRUE(issue_paths(c).count("tuning.max_seqlen_q"));
+  c = decode_config(4, 1, 256);
+  c.tuning.num_kv_stages = 8;  // 8 x 64 KB of K/V does not fit
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_kv_stages"});
+}
+
+TEST(DecodeFamily, PageSizesArePowersOfTwoUpTo256) {
+  for (int page : {1, 2, 16, 64, 256}) {
+    Config c = decode_config(4, 1);
+    c.kv_layout = {true, page};
+    EXPECT_TRUE(check_config(c).empty()) << page;
+  }
+  for (int page : {0, 3, 48, 512}) {
+    Config c = decode_config(4, 1);
+    c.kv_layout = {true, page};
+    EXPECT_EQ(issue_paths(c), std::set<std::string>{"kv_layout.page_size"}) << page;
+  }
+}
+
+TEST(DecodeSplits, FillTheGpuWhenTheCtasAreFew) {
+  // 8 CTAs (batch 1 x 8 KV heads), 128k keys in 64-key tiles, 2 CTAs per SM on 132 SMs: 30
+  // splits make 240 of the 264 slots busy, the first count within 10 % of a full wave.
+  EXPECT_EQ(choose_decode_splits({8, 2048, 264}), 30);
+  // 32 CTAs on 132 slots: 4 splits fill 128 of them.
+  EXPECT_EQ(choose_decode_splits({32, 512, 132}), 4);
+  // A wave's worth of CTAs already: no split.
+  EXPECT_EQ(choose_decode_splits({1024, 2048, 264}), 1);
+  EXPECT_EQ(choose_decode_splits({220, 2048, 264}), 1);
+  // Too few keys to split: at least kMinTilesPerSplit tiles per split.
+  EXPECT_EQ(choose_decode_splits({8, 3, 264}), 1);
+  EXPECT_EQ(choose_decode_splits({8, 8, 264}), 2);
+  // Never more than kMaxDecodeSplits.
+  EXPECT_LE(choose_decode_splits({1, 1 << 20, 100000}), kMaxDecodeSplits);
+}
+
+struct Planned {
+  Config config;
+  KernelSource source;
+  AttentionArgs args;
+};
+
+Planned planned(Config c, int batch, int seqlen_q, int seqlen_k, int heads_k) {
+  Planned p;
+  p.config = resolve(c);
+  p.source = generate(p.config);
+  const void* data = reinterpret_cast<const void*>(uintptr_t(1) << 20);  // never dereferenced
+  AttentionArgs& a = p.args;
+  const int hq = heads_k * c.group, d = c.head_dim.qk;
+  a.q = a.o = Tensor::bshd(data, seqlen_q, hq, d);
+  if (c.kv_layout.paged) {
+    a.k = a.v = Tensor::paged(data, c.kv_layout.page_size, heads_k, d);
+    a.page_table = reinterpret_cast<const int*>(data);
+    a.max_pages = (seqlen_k + c.kv_layout.page_size - 1) / c.kv_layout.page_size;
+    a.num_pages = batch * a.max_pages;
+  } else {
+    a.k = a.v = Tensor::bshd(data, seqlen_k, heads_k, d);
+  }
+  a.batch = batch;
+  a.seqlen_q = seqlen_q;
+  a.seqlen_k = seqlen_k;
+  a.heads_q = hq;
+  a.heads_k = heads_k;
+  return p;
+}
+
+LaunchPlan plan_of(const Planned& p, int ctas_per_sm = 2) {
+  DeviceLimits device;
+  device.ctas_per_sm = ctas_per_sm;
+  return family_host(p.source.launch.family).plan(p.config, p.source.launch, p.args, device);
+}
+
+TEST(DecodePlan, OneLongSequenceSplitsAndCombines) {
+  const Planned p = planned(decode_config(4, 1), 1, 1, 131072, 8);
+  const LaunchPlan plan = plan_of(p);
+  ASSERT_EQ(plan.num_passes, 2);
+  EXPECT_EQ(plan.params.num_splits, 30);
+  EXPECT_EQ(plan.passes[0].grid[0], 30u);
+  EXPECT_EQ(plan.passes[0].grid[1], 8u);  // one row block per KV head: 4 heads x 1 token
+  EXPECT_EQ(plan.passes[0].grid[2], 1u);
+  EXPECT_EQ(plan.passes[1].kernel, 1);
+  EXPECT_EQ(plan.passes[1].grid[0], 8u);  // 32 (row, head) pairs, four per CTA
+  // Partial O and LSE for 30 splits x 32 rows x 129 floats.
+  EXPECT_EQ(plan.workspace_bytes, size_t(30) * 32 * 129 * 4);
+}
+
+TEST(DecodePlan, LargeBatchesNeedNoSplit) {
+  const LaunchPlan plan = plan_of(planned(decode_config(4, 1), 128, 1, 2048, 8));
+  ASSERT_EQ(plan.num_passes, 1);
+  EXPECT_EQ(plan.params.num_splits, 1);
+  EXPECT_EQ(plan.workspace_bytes, 0u);
+}
+
+TEST(DecodePlan, SplitOverridesAndRowBlocks) {
+  Planned p = planned(decode_config(16, 16), 2, 16, 4096, 2);
+  p.args.num_splits = 3;
+  const LaunchPlan plan = plan_of(p);
+  EXPECT_EQ(plan.params.num_splits, 3);
+  EXPECT_EQ(plan.passes[0].grid[1], 8u);  // 256 packed rows in blocks of 64, x 2 KV heads
+  Config pinned = decode_config(4, 1);
+  pinned.tuning.splitk_partitions = 5;
+  EXPECT_EQ(plan_of(planned(pinned, 1, 1, 65536, 8)).params.num_splits, 5);
+}
+
+TEST(DecodePlan, SlidingWindowsSplitByTheirSpan) {
+  Config c = decode_config(4, 1);
+  c.mask = Mask::sliding_window;
+  Planned p = planned(c, 1, 1, 131072, 8);
+  p.args.window_left = 511;
+  p.args.window_right = 0;
+  // 512 visible keys: 8 tiles, so at most two splits of four tiles.
+  EXPECT_EQ(plan_of(p).params.num_splits, 2);
+}
+
+TEST(DecodePlan, EmptyLaunchesPlanNothing) {
+  EXPECT_EQ(plan_of(planned(decode_config(4, 1), 2, 0, 100, 2)).num_passes, 0);
+}
+
+void expect_refused(const Planned& p, const std::string& needle) {
+  try {
+    plan_of(p);
+    ADD_FAILURE() << "expected an error naming " << needle;
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(DecodePlan, BadArgumentsAreNamed) {
+  Config paged = decode_config(4, 4);
+  paged.kv_layout = {true, 16};
+  Planned p = planned(paged, 2, 4, 1000, 2);
+  EXPECT_NO_THROW(plan_of(p));
+  Planned q = p;
+  q.args.seqlen_q = 5;
+  expect_refused(q, "tuning.max_seqlen_q");
+  q = p;
+  q.args.page_table = nullptr;
+  expect_refused(q, "args.page_table is required");
+  q = p;
+  q.args.max_pages = 62;  // 1000 keys in pages of 16 need 63
+  expect_refused(q, "args.max_pages");
+  q = p;
+  q.args.num_pages = 0;
+  expect_refused(q, "args.num_pages");
+  q = p;
+  q.args.page_table_stride = 10;
+  expect_refused(q, "args.page_table_stride");
+  q = p;
+  q.args.k.batch_stride = 12;  // the page axis
+  expect_refused(q, "args.k.batch_stride");
+  q = p;
+  q.args.num_splits = -1;
+  expect_refused(q, "args.num_splits");
+  Planned contiguous = planned(decode_config(4, 1), 2, 1, 1000, 2);
+  contiguous.args.page_table = reinterpret_cast<const int*>(uintptr_t(1) << 20);
+  expect_refused(contiguous, "not paged");
+  // Splits are a decode launch's: a prefill kernel refuses the override.
+  Config prefill;
+  prefill.arch = "sm_90a";
+  Planned f = planned(prefill, 1, 128, 128, 2);
+  f.args.num_splits = 2;
+  expect_refused(f, "only decode kernels split");
+}
+
+// Every tile the family picks by itself compiles without spills, paged or not, on the targets
+// the CI builds for.
+TEST(DecodeFamily, DefaultTilesCompileWithoutSpills) {
+  struct Case { int d, group, tokens, page; Mask mask; bool varlen; const char* arch; };
+  for (const Case& k : {Case{128, 4, 1, 0, Mask::none, false, "sm_90a"},
+                        Case{128, 8, 4, 16, Mask::causal, false, "sm_90a"},
+                        Case{64, 1, 1, 1, Mask::none, true, "sm_90a"},
+                        Case{256, 16, 16, 64, Mask::causal, false, "sm_90a"},
+                        Case{128, 4, 2, 256, Mask::sliding_window, true, "sm_80"},
+                        Case{96, 2, 1, 0, Mask::none, false, "sm_100a"}}) {
+    Config c = decode_config(k.group, k.tokens, k.d);
+    c.arch = k.arch;
+    c.mask = k.mask;
+    c.varlen = k.varlen;
+    c.lse = true;
+    if (k.page) c.kv_layout = {true, k.page};
+    const Config r = resolve(c);
+    ASSERT_EQ(*r.tuning.family, Family::decode);
+    const KernelSource src = generate(r);
+    ASSERT_EQ(src.launch.passes.size(), 1u);
+    CompiledKernel kernel = compile(src);
+    EXPECT_EQ(kernel.report.spill_stores, 0) << canonical_json(r) << "\n" << kernel.log;
+  }
+}
+
+}  // namespace
+}  // namespace flashjit

@@ -1,0 +1,289 @@
+// The decode family on the GPU: every page-size class, split counts from one to many, groups 1-16,
+// 1-16 query tokens (causal among themselves), cache lengths 0, 1, 15, 16, 17, 4095 and 65537,
+// windows, ragged queries, against the fp32 reference (itself checked against fp64 on the CPU
+// with paged inputs); the combine pass alone against a CPU merge of the splits' partials; bad
+// page-table entries; and a CUDA graph captured once and replayed on fresh data.
+#include "gpu_test_support.hpp"
+
+#include "runtime/device.hpp"
+#include "runtime/driver.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
+namespace flashjit::testing {
+namespace {
+
+uint64_t seed_base() {
+  if (const char* e = std::getenv("FLASHJIT_TEST_SEED")) return std::strtoull(e, nullptr, 10);
+  return uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+struct DecodeCase {
+  const char* label;
+  DType dtype;
+  int d, group, tokens, page;  // page 0: contiguous cache
+  Mask mask;
+  bool varlen;
+  int splits;  // 0: chosen per launch
+};
+void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.label; }
+
+Config decode_config(const DecodeCase& k) {
+  Config c;
+  c.arch = current_device().arch();
+  c.dtype = {k.dtype, k.dtype, std::nullopt, std::nullopt};
+  c.head_dim = {k.d, k.d, 0};
+  c.group = k.group;
+  c.mask = k.mask;
+  c.varlen = k.varlen;
+  c.lse = true;
+  if (k.page) c.kv_layout = {true, k.page};
+  c.tuning.family = Family::decode;
+  c.tuning.max_seqlen_q = k.tokens;
+  return c;
+}
+
+// Batches whose cache lengths cover the edges: empty, one key, around a 16-key page, a long
+// cache, and one longer than 64k keys.
+std::vector<ProblemShape> decode_shapes(const DecodeCase& k) {
+  std::vector<ProblemShape> shapes;
+  const std::vector<std::vector<int>> caches = {{0, 1, 17}, {15, 16, 4095, 333}, {65537}};
+  for (const auto& lens : caches) {
+    ProblemShape s;
+    s.heads_k = 2;
+    s.heads_q = 2 * k.group;
+    s.batch = int(lens.size());
+    s.num_splits = k.splits;
+    if (k.mask == Mask::sliding_window) {
+      s.window_left = 700;
+      s.window_right = 0;
+    }
+    int longest = 0;
+    for (int l : lens) longest = std::max(longest, l);
+    if (k.varlen) {
+      s.seqlens_k = lens;
+      for (int b = 0; b < s.batch; ++b) s.seqlens_q.push_back(b % 3 == 1 ? 1 : b % 3 == 2 ? 0 : k.tokens);
+    } else {
+      s.seqlen_q = k.tokens;
+      s.seqlen_k = longest;
+      s.cache_lens = lens;
+    }
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
+const std::vector<DecodeCase>& decode_cases() {
+  static const std::vector<DecodeCase> cases = {
+      {"bf16_d128_g4_q1_contiguous", DType::bf16, 128, 4, 1, 0, Mask::none, false, 0},
+      {"bf16_d128_g8_q1_page16", DType::bf16, 128, 8, 1, 16, Mask::none, false, 0},
+      {"bf16_d128_g8_q4_page64_causal", DType::bf16, 128, 8, 4, 64, Mask::causal, false, 0},
+      {"fp16_d64_g1_q1_page1", DType::fp16, 64, 1, 1, 1, Mask::none, false, 0},
+      {"bf16_d128_g16_q16_page256_causal", DType::bf16, 128, 16, 16, 256, Mask::causal, false, 0},
+      {"bf16_d256_g4_q2_page16_causal", DType::bf16, 256, 4, 2, 16, Mask::causal, false, 0},
+      {"bf16_d128_g4_q1_page32_window", DType::bf16, 128, 4, 1, 32, Mask::sliding_window, false, 0},
+      {"fp16_d128_g2_q8_page16_causal_varlen", DType::fp16, 128, 2, 8, 16, Mask::causal, true, 0},
+      {"bf16_d128_g4_q4_contiguous_causal_varlen", DType::bf16, 128, 4, 4, 0, Mask::causal, true, 0},
+      {"bf16_d128_g4_q1_page16_one_split", DType::bf16, 128, 4, 1, 16, Mask::none, false, 1},
+      {"bf16_d128_g4_q1_page16_seven_splits", DType::bf16, 128, 4, 1, 16, Mask::none, false, 7},
+      {"bf16_d128_g4_q1_page16_many_splits", DType::bf16, 128, 4, 1, 16, Mask::none, false, 128},
+      {"bf16_d96_g3_q3_page8_causal", DType::bf16, 96, 3, 3, 8, Mask::causal, false, 0},
+  };
+  return cases;
+}
+
+class DecodeMatrix : public ::testing::TestWithParam<DecodeCase> {};
+
+TEST_P(DecodeMatrix, MatchesReference) {
+  FLASHJIT_REQUIRE_GPU();
+  const DecodeCase& k = GetParam();
+  const Config config = decode_config(k);
+  auto kernel = get_kernel(config);
+  uint64_t seed = seed_base();
+  for (const ProblemShape& shape : decode_shapes(k)) {
+    DeviceProblem problem(config, shape, ++seed);
+    const CheckResult r = check_against_reference(*kernel, config, problem);
+    std::printf("[check] %-44s %-56s rel=%.3e lse=%.2e nonfinite=%zu %s\n", k.label, shape.describe().c_str(),
+                r.rel_error, r.lse_max_error, r.nonfinite, r.passed ? "ok" : "FAIL");
+    EXPECT_TRUE(r.passed) << kernel->name() << " on " << shape.describe() << ": " << r.summary();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Decode, DecodeMatrix, ::testing::ValuesIn(decode_cases()),
+                         [](const ::testing::TestParamInfo<DecodeCase>& info) { return std::string(info.param.label); });
+
+// The reference reads paged caches and cache lengths the way the CPU computation does.
+TEST(DecodeReference, PagedReferenceAgreesWithFp64) {
+  FLASHJIT_REQUIRE_GPU();
+  const DecodeCase k{"", DType::bf16, 64, 4, 3, 16, Mask::causal, false, 0};
+  const Config c = decode_config(k);
+  ProblemShape s;
+  s.heads_k = 2;
+  s.heads_q = 8;
+  s.batch = 3;
+  s.seqlen_q = 3;
+  s.seqlen_k = 100;
+  s.cache_lens = {100, 0, 37};
+  DeviceProblem problem(c, s, seed_base());
+  auto ref = get_reference_kernel(c);
+  problem.poison_outputs();
+  ref->launch(problem.reference_args());
+  FLASHJIT_CU(driver().cuCtxSynchronize());
+  std::vector<double> o, lse;
+  cpu_reference(c, problem.shape(), problem.host_q(), problem.host_k(), problem.host_v(), o, lse);
+  const auto gpu_o = problem.reference_output();
+  const auto gpu_lse = problem.reference_lse();
+  ASSERT_EQ(gpu_o.size(), o.size());
+  double diff2 = 0, ref2 = 0;
+  for (size_t i = 0; i < o.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(gpu_o[i])) << "element " << i;
+    diff2 += (gpu_o[i] - o[i]) * (gpu_o[i] - o[i]);
+    ref2 += o[i] * o[i];
+  }
+  EXPECT_LT(std::sqrt(diff2 / ref2), 1e-5);
+  for (size_t i = 0; i < lse.size(); ++i) {
+    if (std::isinf(lse[i])) EXPECT_EQ(gpu_lse[i], -INFINITY) << "row " << i;
+    else EXPECT_NEAR(gpu_lse[i], lse[i], 1e-4) << "row " << i;
+  }
+}
+
+// The combine pass alone: the O and LSE it writes are the CPU merge of the partials the splits
+// left in a workspace the test owns.
+TEST(DecodeCombine, MergesSplitsLikeTheCpu) {
+  FLASHJIT_REQUIRE_GPU();
+  const DecodeCase k{"", DType::bf16, 128, 4, 2, 16, Mask::causal, false, 9};
+  const Config c = decode_config(k);
+  auto kernel = get_kernel(c);
+  ProblemShape s;
+  s.heads_k = 2;
+  s.heads_q = 8;
+  s.batch = 2;
+  s.seqlen_q = 2;
+  s.seqlen_k = 3000;
+  s.cache_lens = {3000, 40};  // the second entry leaves most splits without keys
+  s.num_splits = k.splits;
+  DeviceProblem problem(c, s, seed_base());
+  AttentionArgs a = problem.args();
+  const size_t bytes = kernel->workspace_bytes(a);
+  ASSERT_GT(bytes, 0u);
+  CUdeviceptr ws = 0;
+  FLASHJIT_CU(driver().cuMemAlloc(&ws, bytes));
+  a.workspace = reinterpret_cast<void*>(ws);
+  a.workspace_bytes = bytes;
+  problem.poison_outputs();
+  kernel->launch(a);
+  FLASHJIT_CU(driver().cuCtxSynchronize());
+  const int rows = s.batch * s.seqlen_q, heads = s.heads_q, dv = 128, splits = k.splits;
+  std::vector<float> part(bytes / 4);
+  FLASHJIT_CU(driver().cuMemcpyDtoH(part.data(), ws, bytes));
+  driver().cuMemFree(ws);
+  const float* po = part.data();
+  const float* pl = po + size_t(splits) * rows * heads * dv;
+  const auto out = problem.output();
+  const auto lse = problem.lse();
+  double diff2 = 0, ref2 = 0, lse_err = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int h = 0; h < heads; ++h) {
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int sp = 0; sp < splits; ++sp) mx = std::max(mx, double(pl[(size_t(sp) * rows + r) * heads + h]));
+      double sum = 0;
+      std::vector<double> o(dv, 0.0);
+      for (int sp = 0; sp < splits; ++sp) {
+        const size_t slot = (size_t(sp) * rows + r) * heads + h;
+        const double w = std::isinf(pl[slot]) ? 0 : std::exp(double(pl[slot]) - mx);
+        sum += w;
+        for (int d = 0; d < dv; ++d) o[d] += w * po[slot * dv + d];
+      }
+      // O is [b][s][h][d] (bshd) and rows are b * seqlen_q + s; the LSE is [b][h][s].
+      const int b = r / s.seqlen_q, t = r % s.seqlen_q;
+      for (int d = 0; d < dv; ++d) {
+        const double want = sum > 0 ? o[d] / sum : 0;
+        const double got = out[(size_t(r) * heads + h) * dv + d];
+        diff2 += (got - want) * (got - want);
+        ref2 += want * want;
+      }
+      const double want_lse = mx + std::log(sum);
+      lse_err = std::max(lse_err, std::fabs(lse[(size_t(b) * heads + h) * s.seqlen_q + t] - want_lse));
+    }
+  EXPECT_LT(std::sqrt(diff2 / ref2), 8e-3);  // O is bf16
+  EXPECT_LT(lse_err, 1e-4);
+}
+
+// A page-table entry outside the cache is never read: the rows it feeds come out NaN, the other
+// sequences are untouched.
+TEST(DecodePaging, BadPageEntriesPoisonOnlyTheirRows) {
+  FLASHJIT_REQUIRE_GPU();
+  const DecodeCase k{"", DType::bf16, 128, 4, 1, 16, Mask::none, false, 0};
+  const Config c = decode_config(k);
+  auto kernel = get_kernel(c);
+  ProblemShape s;
+  s.heads_k = 2;
+  s.heads_q = 8;
+  s.batch = 2;
+  s.seqlen_q = 1;
+  s.seqlen_k = 64;
+  DeviceProblem problem(c, s, seed_base());
+  std::vector<int> table = problem.page_table();
+  table[1] = problem.num_pages() + 5;  // entry 0's second page
+  AttentionArgs a = problem.args();
+  FLASHJIT_CU(driver().cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(a.page_table), table.data(), table.size() * 4));
+  problem.poison_outputs();
+  kernel->launch(a);
+  FLASHJIT_CU(driver().cuCtxSynchronize());
+  const auto out = problem.output();
+  const size_t per_entry = out.size() / 2;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (i < per_entry) EXPECT_TRUE(std::isnan(out[i])) << "entry 0, element " << i;
+    else ASSERT_TRUE(std::isfinite(out[i])) << "entry 1, element " << i;
+  }
+}
+
+// A CUDA graph of one decode launch (split and combine, flashjit's own per-stream workspace)
+// replays with new inputs in the same buffers: no host sync or allocation was captured.
+TEST(DecodeGraph, CapturedLaunchReplaysOnFreshData) {
+  FLASHJIT_REQUIRE_GPU();
+  const DecodeCase k{"", DType::bf16, 128, 8, 1, 16, Mask::none, false, 0};
+  const Config c = decode_config(k);
+  auto kernel = get_kernel(c);
+  ProblemShape s;
+  s.heads_k = 8;
+  s.heads_q = 64;
+  s.batch = 1;
+  s.seqlen_q = 1;
+  s.seqlen_k = 20000;  // one sequence: the launch splits and combines
+  DeviceProblem problem(c, s, seed_base());
+  const DriverApi& d = driver();
+  CUstream stream;
+  FLASHJIT_CU(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  const AttentionArgs a = problem.args();
+  ASSERT_GT(kernel->workspace_bytes(a), 0u);
+  kernel->launch(a, stream);  // sizes the stream's workspace outside the capture
+  FLASHJIT_CU(d.cuStreamSynchronize(stream));
+  FLASHJIT_CU(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  kernel->launch(a, stream);
+  CUgraph graph;
+  FLASHJIT_CU(d.cuStreamEndCapture(stream, &graph));
+  CUgraphExec exec;
+  FLASHJIT_CU(d.cuGraphInstantiate(&exec, graph, 0));
+  auto reference = get_reference_kernel(c);
+  uint64_t seed = seed_base();
+  for (int replay = 0; replay < 3; ++replay) {
+    problem.refill(++seed);
+    problem.poison_outputs(stream);
+    reference->launch(problem.reference_args(), stream);
+    FLASHJIT_CU(d.cuGraphLaunch(exec, stream));
+    FLASHJIT_CU(d.cuStreamSynchronize(stream));
+    const CheckResult r = compare_with_reference(c, problem);
+    EXPECT_TRUE(r.passed) << "replay " << replay << ": " << r.summary();
+  }
+  d.cuGraphExecDestroy(exec);
+  d.cuGraphDestroy(graph);
+  d.cuStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace flashjit::testing
