@@ -20,15 +20,6 @@ constexpr int kMinIters = 20;
 constexpr double kRotateBytes = 256.0 * 1024 * 1024;  // working set that defeats L2 reuse
 constexpr int kMaxBuffers = 8;
 
-// Bytes the fast kernel touches per launch: Q, K, V, O.
-double problem_bytes(const Config& c, const DeviceProblem& p) {
-  const double e = dtype_bytes(c.dtype.qkv);
-  const ProblemShape& s = p.shape();
-  return e * (double(p.rows_q()) * s.heads_q * c.head_dim.qk + double(p.rows_k()) * s.heads_k * c.head_dim.qk +
-              double(p.rows_k()) * s.heads_k * c.head_dim.v) +
-         double(dtype_bytes(c.dtype.out)) * p.rows_q() * s.heads_q * c.head_dim.v;
-}
-
 }  // namespace
 
 int cmd_bench(const BenchOptions& o, Context& ctx) {
@@ -45,7 +36,7 @@ int cmd_bench(const BenchOptions& o, Context& ctx) {
   problems.push_back(std::make_unique<DeviceProblem>(c, shape, o.seed));
   int buffers = o.buffers;
   if (buffers == 0) {
-    const double bytes = std::max(1.0, problem_bytes(c, *problems.front()));
+    const double bytes = std::max(1.0, attention_bytes(c, problems.front()->shape()));
     buffers = std::clamp(static_cast<int>(kRotateBytes / bytes) + 1, 1, kMaxBuffers);
   }
   for (int i = 1; i < buffers; ++i)
@@ -56,6 +47,7 @@ int cmd_bench(const BenchOptions& o, Context& ctx) {
   const Timing t = time_kernel(*g.kernel, ptrs, o.warmup, o.iters);
   const double flops = attention_flops(c, problems.front()->shape());
   const double tflops = t.median_ms > 0 ? flops / (t.median_ms * 1e-3) / 1e12 : 0;
+  const double gbps = t.median_ms > 0 ? attention_bytes(c, problems.front()->shape()) / (t.median_ms * 1e-3) / 1e9 : 0;
 
   if (o.json) {
     nlohmann::json j = {{"kernel", g.kernel->name()},
@@ -65,6 +57,7 @@ int cmd_bench(const BenchOptions& o, Context& ctx) {
                         {"median_ms", t.median_ms},
                         {"min_ms", t.min_ms},
                         {"tflops", tflops},
+                        {"gbps", gbps},
                         {"flops", flops},
                         {"iters", o.iters},
                         {"warmup", o.warmup},
@@ -80,6 +73,7 @@ int cmd_bench(const BenchOptions& o, Context& ctx) {
           << o.iters << " launches after " << o.warmup << " warm-up, " << buffers
           << (buffers == 1 ? " buffer)" : " buffers rotated)") << "\n";
   ctx.out << "TFLOP/s  " << format_fixed(tflops, 1) << "\n";
+  ctx.out << "GB/s     " << format_fixed(gbps, 1) << " (Q, the cache's K and V, O)\n";
   return kOk;
 }
 

@@ -55,15 +55,18 @@ int cmd_run(const RunOptions& o, Context& ctx) {
   const Timing t = time_kernel(*g.kernel, {&problem}, o.warmup, o.iters);
   const double flops = attention_flops(c, problem.shape());
   const double tflops = t.median_ms > 0 ? flops / (t.median_ms * 1e-3) / 1e12 : 0;
+  const double gbps = t.median_ms > 0 ? attention_bytes(c, problem.shape()) / (t.median_ms * 1e-3) / 1e9 : 0;
   if (!o.json) {
     ctx.out << "time     " << format_fixed(t.median_ms, 4) << " ms median (min " << format_fixed(t.min_ms, 4) << " ms, "
             << o.iters << (o.iters == 1 ? " launch)" : " launches)") << "\n";
     ctx.out << "TFLOP/s  " << format_fixed(tflops, 1) << "\n";
+    ctx.out << "GB/s     " << format_fixed(gbps, 1) << "\n";
   }
   j["median_ms"] = t.median_ms;
   j["min_ms"] = t.min_ms;
   j["iters"] = o.iters;
   j["tflops"] = tflops;
+  j["gbps"] = gbps;
 
   if (!o.save_o.empty()) {
     save_output(o.save_o, TensorRole::o, c, problem);

@@ -85,6 +85,15 @@ struct ShapeOptions {
   std::string layout = "bshd";
   std::string window;     // "L,R" for sliding_window masks (-1: unbounded)
   float softmax_scale = 0.f;
+  // KV caches: keys per sequence ("100,4096,7"; the longest is --seqlen-k's default), the page
+  // size (-1: the config's; 0: a contiguous cache), random or in-order pages, a page table from
+  // an int32 .npy [batch, max_pages] with the cache's page count, and the decode split count.
+  std::string cache_lens;
+  int page_size = -1;
+  bool ordered_pages = false;
+  std::string page_table;
+  int num_pages = 0;
+  int splits = 0;
 };
 
 struct RunOptions {

@@ -4,6 +4,7 @@
 #include "cli/errors.hpp"
 #include "cli/format.hpp"
 #include "generator/arch.hpp"
+#include "generator/resolve.hpp"
 #include "runtime/driver.hpp"
 
 namespace flashjit::cli {
@@ -20,14 +21,15 @@ GpuKernel prepare_gpu_kernel(const std::string& config_path, const std::string& 
                              const ShapeOptions& shape) {
   Config c = load_config_input(config_path);
   if (!gpu_available()) throw NoDeviceError(gpu_unavailable_reason());
-  c = with_arch(c, arch);
+  c = with_page_size(with_arch(c, arch), shape.page_size);
   GpuKernel g;
   g.device = &current_device();
   if (!target_runs_on(c.arch, g.device->cc_major, g.device->cc_minor))
     throw UsageError("the config targets " + c.arch + ", which cannot run on " + g.device->name + " (" +
                      g.device->arch() + "); pass --arch native (or --arch " + g.device->arch() + ")");
   g.config = c;
-  g.shape = make_shape(shape, c);
+  // The family decides what the shape may ask for (splits are a decode kernel's).
+  g.shape = make_shape(shape, resolve(c));
   g.kernel = get_kernel(c, g.shape.max_seqlen_k());
   return g;
 }

@@ -2,7 +2,11 @@
 
 #include "cli/errors.hpp"
 #include "cli/format.hpp"
+#include "cli/npy.hpp"
 #include "cli/register.hpp"
+
+#include <algorithm>
+#include <cstring>
 
 namespace flashjit::cli {
 
@@ -31,6 +35,21 @@ ProblemShape make_shape(const ShapeOptions& o, const Config& c) {
   s.batch = o.batch;
   s.seqlen_q = o.seqlen_q;
   s.seqlen_k = o.seqlen_k < 0 ? o.seqlen_q : o.seqlen_k;
+  if (!o.cache_lens.empty()) {
+    if (c.varlen) throw UsageError("--cache-lens: a ragged batch gives its key lengths with --seqlens-k");
+    s.cache_lens = parse_int_list(o.cache_lens, "--cache-lens");
+    for (int v : s.cache_lens)
+      if (v < 0) throw UsageError("--cache-lens: lengths must not be negative");
+    if (o.batch != 2 && size_t(o.batch) != s.cache_lens.size())  // 2: --batch's default
+      throw UsageError("--cache-lens has " + std::to_string(s.cache_lens.size()) + " lengths but --batch is " +
+                       std::to_string(o.batch));
+    s.batch = int(s.cache_lens.size());
+    const int longest = *std::max_element(s.cache_lens.begin(), s.cache_lens.end());
+    if (o.seqlen_k < 0) s.seqlen_k = longest;
+    else if (longest > s.seqlen_k)
+      throw UsageError("--cache-lens: " + std::to_string(longest) + " keys is more than --seqlen-k " +
+                       std::to_string(s.seqlen_k));
+  }
 
   if (!o.seqlens_q.empty() || !o.seqlens_k.empty()) {
     if (!c.varlen)
@@ -49,12 +68,6 @@ ProblemShape make_shape(const ShapeOptions& o, const Config& c) {
   } else if (c.varlen) {
     s.seqlens_q.assign(s.batch, s.seqlen_q);
     s.seqlens_k.assign(s.batch, s.seqlen_k);
-  }
-  if (c.varlen) {
-    long long tq = 0, tk = 0;
-    for (int v : s.seqlens_q) tq += v;
-    for (int v : s.seqlens_k) tk += v;
-    if (tq < 1 || tk < 1) throw UsageError("a ragged batch needs at least one query row and one key row");
   }
 
   if (o.heads < 1) throw UsageError("--heads " + std::to_string(o.heads) + ": must be at least 1");
@@ -89,7 +102,39 @@ ProblemShape make_shape(const ShapeOptions& o, const Config& c) {
   if (!(o.softmax_scale >= 0.f))
     throw UsageError("--softmax-scale: must be positive (0 selects 1/sqrt(head_dim.qk))");
   s.softmax_scale = o.softmax_scale;
+
+  if (o.splits < 0) throw UsageError("--splits " + std::to_string(o.splits) + ": must be 0 (automatic) or a count");
+  if (o.splits > 0 && c.tuning.family != Family::decode)
+    throw UsageError("--splits: only decode kernels split the keys (the config resolves to the " +
+                     std::string(to_string(c.tuning.family.value_or(Family::automatic))) + " family)");
+  s.num_splits = o.splits;
+  const bool paged = c.kv_layout.paged;
+  if (!paged && (o.ordered_pages || !o.page_table.empty() || o.num_pages))
+    throw UsageError("--ordered-pages/--page-table/--num-pages describe a paged cache: the config's kv_layout is "
+                     "contiguous (set kv_layout.paged, or --page-size)");
+  s.shuffle_pages = !o.ordered_pages;
+  if (!o.page_table.empty()) s.page_table = read_page_table(o.page_table, s.batch);
+  if (o.num_pages < 0) throw UsageError("--num-pages " + std::to_string(o.num_pages) + ": must not be negative");
+  s.num_pages = o.num_pages;
   return s;
+}
+
+std::vector<int> read_page_table(const std::string& file, int batch) {
+  const NpyArray a = read_npy(file);
+  if (a.descr != "<i4")
+    throw UsageError(file + ": a page table holds int32 ('<i4'), not '" + a.descr + "'");
+  if (a.shape.size() != 2 || a.shape[0] != batch)
+    throw UsageError(file + ": a page table is [batch, max_pages] = [" + std::to_string(batch) +
+                     ", N]; this one is " + a.shape_string());
+  std::vector<int> t(static_cast<size_t>(a.elements()));
+  std::memcpy(t.data(), a.data.data(), t.size() * 4);
+  return t;
+}
+
+Config with_page_size(Config c, int page_size) {
+  if (page_size < 0) return c;
+  c.kv_layout = page_size == 0 ? KvLayout{} : KvLayout{true, page_size};
+  return c;
 }
 
 nlohmann::json shape_json(const ProblemShape& s) {
@@ -105,6 +150,8 @@ nlohmann::json shape_json(const ProblemShape& s) {
   }
   if (s.window_left >= 0 || s.window_right >= 0) j["window"] = {s.window_left, s.window_right};
   if (s.softmax_scale > 0) j["softmax_scale"] = s.softmax_scale;
+  if (!s.cache_lens.empty()) j["cache_lens"] = s.cache_lens;
+  if (s.num_splits > 0) j["splits"] = s.num_splits;
   return j;
 }
 
@@ -124,6 +171,19 @@ void add_shape_options(CLI::App& app, ShapeOptions& s) {
   app.add_option("--window", s.window, "Sliding window L,R (keys i-L .. i+R; -1 unbounded)")
       ->type_name("L,R")->group(g);
   app.add_option("--softmax-scale", s.softmax_scale, "Softmax scale (default 1/sqrt(head_dim.qk))")->group(g);
+  const char* kv = "KV cache";
+  app.add_option("--cache-lens", s.cache_lens, "Keys per sequence, one per batch entry (sets --batch; the longest "
+                                                "is --seqlen-k's default)")
+      ->type_name("N,N,...")->group(kv);
+  app.add_option("--page-size", s.page_size, "Page size of a paged cache (overrides the config's kv_layout; 0: contiguous)")
+      ->group(kv);
+  app.add_flag("--ordered-pages", s.ordered_pages, "Hand out pages in order (default: a random page table)")->group(kv);
+  app.add_option("--page-table", s.page_table, "Page table from an int32 .npy [batch, max_pages]")
+      ->type_name("FILE")->group(kv);
+  app.add_option("--num-pages", s.num_pages, "Pages in the cache with --page-table (default: its largest entry + 1)")
+      ->group(kv);
+  app.add_option("--splits", s.splits, "Decode kernels: CTAs per sequence's keys (default: chosen from the shape)")
+      ->group(kv);
 }
 
 }  // namespace flashjit::cli

@@ -19,8 +19,11 @@ const char* role_name(TensorRole r) {
   return "?";
 }
 
-std::vector<int64_t> npy_shape(TensorRole role, const Config& c, const ProblemShape& s, int rows_q, int rows_k) {
+std::vector<int64_t> npy_shape(TensorRole role, const Config& c, const ProblemShape& s, int rows_q, int rows_k,
+                               int num_pages) {
   const bool is_q = role == TensorRole::q || role == TensorRole::o || role == TensorRole::lse;
+  if (!is_q && c.kv_layout.paged)
+    return {num_pages, c.kv_layout.page_size, s.heads_k, role == TensorRole::k ? c.head_dim.qk : c.head_dim.v};
   const int64_t heads = is_q ? s.heads_q : s.heads_k;
   const int64_t seqlen = is_q ? s.seqlen_q : s.seqlen_k;
   const int64_t rows = is_q ? rows_q : rows_k;
@@ -71,7 +74,7 @@ CUdeviceptr ptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
 void load_input(const std::string& file, TensorRole role, const Config& c, const DeviceProblem& problem) {
   const NpyArray a = read_npy(file);
-  const auto expected = npy_shape(role, c, problem.shape(), problem.rows_q(), problem.rows_k());
+  const auto expected = npy_shape(role, c, problem.shape(), problem.rows_q(), problem.rows_k(), problem.num_pages());
   const std::vector<unsigned char> bytes = to_elements(a, c.dtype.qkv, expected, file, role);
   const AttentionArgs args = problem.args();
   const DriverApi& d = driver();

@@ -3,7 +3,8 @@
 // a DeviceProblem (through the pointers its AttentionArgs expose).
 //
 // Shapes: Q [B, Sq, Hq, Dqk], K [B, Sk, Hk, Dqk], V [B, Sk, Hk, Dv], O [B, Sq, Hq, Dv] for bshd
-// ([B, H, S, D] for bhsd; ragged batches [total, H, D]); LSE [B, Hq, Sq] (ragged [Hq, total_q]).
+// ([B, H, S, D] for bhsd; ragged batches [total, H, D]; paged caches K and V [num_pages,
+// page_size, Hk, D], laid out as the page table says); LSE [B, Hq, Sq] (ragged [Hq, total_q]).
 // Element types as generator/element_types.cpp lists them: fp16 '<f2', bf16 '<u2' (raw bits;
 // '<V2' accepted), fp8 '|u1' (raw bits; '|V1' accepted), LSE '<f4'. Inputs may also be float32
 // '<f4', rounded to the config's dtype. Rope configs take Q and K with all Dqk columns
@@ -24,8 +25,9 @@ enum class TensorRole { q, k, v, o, lse };
 const char* role_name(TensorRole r);
 
 // rows_q / rows_k: total rows over the batch (ragged) -- DeviceProblem::rows_q()/rows_k().
+// Paged configs store K and V as the cache itself: [num_pages, page_size, Hk, D].
 std::vector<int64_t> npy_shape(TensorRole role, const Config& c, const ProblemShape& shape, int rows_q,
-                               int rows_k);
+                               int rows_k, int num_pages = 0);
 
 // Checks `a` against the expected shape and converts it to elements of `dtype`, as the GPU stores
 // them (little-endian bits). Throws NpyError naming `file`.

@@ -143,10 +143,12 @@ DeviceProblem::DeviceProblem(const Config& config, const ProblemShape& shape, ui
 void DeviceProblem::plan_pages(uint64_t seed) {
   const int page = config_.kv_layout.page_size;
   std::vector<int> need(shape_.batch);
-  for (int b = 0; b < shape_.batch; ++b) {
-    need[b] = (shape_.keys_of(config_, b) + page - 1) / page;
-    num_pages_ += need[b];
+  for (int b = 0; b < shape_.batch; ++b) need[b] = (shape_.keys_of(config_, b) + page - 1) / page;
+  if (!shape_.page_table.empty()) {
+    use_page_table(need);
+    return;
   }
+  for (int b = 0; b < shape_.batch; ++b) num_pages_ += need[b];
   num_pages_ += 1;
   max_pages_ = std::max(1, (shape_.seqlen_k + page - 1) / page);
   std::vector<int> order(num_pages_);
@@ -217,6 +219,36 @@ void DeviceProblem::upload_inputs(uint64_t seed) {
     fill(q_rope_, rope, rows_q_, shape_.heads_q, h.rope, h.qk, h.nope(), hq_, true);
     fill(k_rope_, rope, rows_k_, shape_.heads_k, h.rope, h.qk, h.nope(), hk_, false);
   }
+}
+
+// A given page table: one row per entry, covering each entry's keys with distinct pages.
+void DeviceProblem::use_page_table(const std::vector<int>& need) {
+  const std::vector<int>& t = shape_.page_table;
+  if (t.size() % size_t(shape_.batch))
+    throw ArgumentError("page table of " + std::to_string(t.size()) + " entries: not " + std::to_string(shape_.batch) +
+                        " rows (one per sequence)");
+  max_pages_ = int(t.size() / size_t(shape_.batch));
+  int largest = -1;
+  for (int b = 0; b < shape_.batch; ++b) {
+    if (need[b] > max_pages_)
+      throw ArgumentError("page table row " + std::to_string(b) + " has " + std::to_string(max_pages_) +
+                          " entries; its " + std::to_string(shape_.keys_of(config_, b)) + " keys need " +
+                          std::to_string(need[b]));
+    for (int i = 0; i < need[b]; ++i) largest = std::max(largest, t[size_t(b) * max_pages_ + i]);
+  }
+  num_pages_ = shape_.num_pages > 0 ? shape_.num_pages : std::max(1, largest + 1);
+  std::vector<char> used(num_pages_, 0);
+  for (int b = 0; b < shape_.batch; ++b)
+    for (int i = 0; i < need[b]; ++i) {
+      const int pg = t[size_t(b) * max_pages_ + i];
+      if (pg < 0 || pg >= num_pages_)
+        throw ArgumentError("page table row " + std::to_string(b) + " entry " + std::to_string(i) + " = " +
+                            std::to_string(pg) + ": not a page of the " + std::to_string(num_pages_) + "-page cache");
+      if (used[pg]++)
+        throw ArgumentError("page table: page " + std::to_string(pg) + " is used twice (row " + std::to_string(b) +
+                            ", entry " + std::to_string(i) + ")");
+    }
+  page_table_ = t;
 }
 
 Tensor DeviceProblem::tensor(CUdeviceptr p, bool is_q, int dim) const {
@@ -484,6 +516,17 @@ double attention_flops(const Config& c, const ProblemShape& shape) {
     }
   }
   return 4.0 * shape.heads_q * d * pairs;
+}
+
+double attention_bytes(const Config& c, const ProblemShape& shape) {
+  double rows_q = 0, keys = 0;
+  for (int b = 0; b < shape.batch; ++b) {
+    rows_q += c.varlen ? shape.seqlens_q[b] : shape.seqlen_q;
+    keys += shape.keys_of(c, b);
+  }
+  const double in = dtype_bytes(c.dtype.qkv), out = dtype_bytes(c.dtype.out);
+  return in * (rows_q * shape.heads_q * c.head_dim.qk + keys * shape.heads_k * (c.head_dim.qk + c.head_dim.v)) +
+         out * rows_q * shape.heads_q * c.head_dim.v;
 }
 
 }  // namespace flashjit

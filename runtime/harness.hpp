@@ -28,8 +28,12 @@ struct ProblemShape {
   // Keys each batch entry has (seqused_k), each at most seqlen_k; empty: every entry has
   // seqlen_k (ragged: seqlens_k). Paged configs always pass them to the kernel.
   std::vector<int> cache_lens;
-  // Paged configs: pages are handed out in a random order (else in order, entry by entry).
+  // Paged configs: pages are handed out in a random order (else in order, entry by entry), or
+  // as `page_table` ([batch][max_pages], row-major) says, in a cache of `num_pages` pages (0: one
+  // more than the largest entry). Entries an entry's keys need must be distinct pages.
   bool shuffle_pages = true;
+  std::vector<int> page_table;
+  int num_pages = 0;
   int num_splits = 0;  // decode kernels: 0 chooses per launch
   std::string describe() const;
   int max_seqlen_k() const;  // the longest key sequence (ragged: over the batch)
@@ -85,6 +89,7 @@ class DeviceProblem {
               q_rope_ = 0, k_rope_ = 0, pages_ = 0, seqused_ = 0;
   CUdeviceptr alloc(size_t bytes);
   void plan_pages(uint64_t seed);
+  void use_page_table(const std::vector<int>& need);
   void upload_inputs(uint64_t seed);
   // Element index in the device tensor of host row r (a query or key row), head h, column d.
   size_t device_index(bool is_q, int r, int heads, int dim, int h, int d) const;
@@ -130,5 +135,9 @@ Timing time_kernel(const Kernel& kernel, const std::vector<DeviceProblem*>& prob
 // 4 * B * H * Sq * Sk * D (D = (dqk + dv) / 2), halved for causal masks when Sq == Sk; ragged
 // batches sum per sequence; the visible (query, key) pairs are counted for masks.
 double attention_flops(const Config& config, const ProblemShape& shape);
+
+// Bytes a launch must move at least: Q, every cached key's K and V (each entry's keys_of), O.
+// Decode is judged by these per second against the HBM limit.
+double attention_bytes(const Config& config, const ProblemShape& shape);
 
 }  // namespace flashjit

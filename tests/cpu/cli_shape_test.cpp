@@ -2,6 +2,7 @@
 #ifdef FLASHJIT_CLI_PATH  // built with the flashjit command (FLASHJIT_BUILD_CLI)
 
 #include "cli/errors.hpp"
+#include "cli/npy.hpp"
 #include "cli/shape.hpp"
 #include "cli_test_support.hpp"
 
@@ -68,6 +69,66 @@ TEST(CliShape, RejectsFlagsTheConfigCannotTake) {
   o.window.clear();
   o.layout = "sbhd";
   EXPECT_TRUE(contains(usage_error(o, c), "--layout"));
+}
+
+TEST(CliShape, CacheLengthsSplitsAndPages) {
+  Config c;
+  c.group = 4;
+  c.tuning.family = Family::decode;
+  c.tuning.max_seqlen_q = 1;
+  ShapeOptions o;
+  o.heads = 8;
+  o.seqlen_q = 1;
+  o.cache_lens = "0,100,4096";
+  ProblemShape s = make_shape(o, c);
+  EXPECT_EQ(s.batch, 3);
+  EXPECT_EQ(s.seqlen_k, 4096);  // the longest cache
+  EXPECT_EQ(s.keys_of(c, 1), 100);
+  o.seqlen_k = 1000;
+  EXPECT_TRUE(contains(usage_error(o, c), "more than --seqlen-k 1000")) << usage_error(o, c);
+  o.seqlen_k = -1;
+  o.batch = 5;
+  EXPECT_TRUE(contains(usage_error(o, c), "--batch is 5"));
+  o.batch = 2;
+  o.splits = 7;
+  EXPECT_EQ(make_shape(o, c).num_splits, 7);
+  o.ordered_pages = true;
+  EXPECT_TRUE(contains(usage_error(o, c), "kv_layout is contiguous"));
+  c.kv_layout = {true, 16};
+  EXPECT_FALSE(make_shape(o, c).shuffle_pages);
+  Config prefill;
+  ShapeOptions p;
+  p.splits = 2;
+  EXPECT_TRUE(contains(usage_error(p, prefill), "only decode kernels split"));
+  Config ragged = c;
+  ragged.varlen = true;
+  EXPECT_TRUE(contains(usage_error(o, ragged), "--seqlens-k"));
+  EXPECT_EQ(with_page_size(c, 0).kv_layout, KvLayout{});
+  EXPECT_EQ(with_page_size(Config{}, 64).kv_layout, (KvLayout{true, 64}));
+  EXPECT_EQ(with_page_size(c, -1).kv_layout, c.kv_layout);
+}
+
+TEST(CliShape, PageTablesAreInt32BatchRows) {
+  Scratch dir;
+  const int32_t t[6] = {3, 1, 0, 2, -1, -1};
+  const std::string good = (dir / "table.npy").string();
+  write_npy(good, "<i4", {2, 3}, t, sizeof t);
+  EXPECT_EQ(read_page_table(good, 2), (std::vector<int>{3, 1, 0, 2, -1, -1}));
+  try {
+    read_page_table(good, 3);
+    ADD_FAILURE() << "a table of 2 rows taken for a batch of 3";
+  } catch (const UsageError& e) {
+    EXPECT_TRUE(contains(e.what(), "[3, N]")) << e.what();
+  }
+  const std::string wide = (dir / "wide.npy").string();
+  const int64_t w[2] = {1, 2};
+  write_npy(wide, "<i8", {1, 2}, w, sizeof w);
+  try {
+    read_page_table(wide, 1);
+    ADD_FAILURE() << "int64 page table accepted";
+  } catch (const UsageError& e) {
+    EXPECT_TRUE(contains(e.what(), "int32")) << e.what();
+  }
 }
 
 }  // namespace
