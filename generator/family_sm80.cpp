@@ -46,8 +46,6 @@ class Sm80Family final : public KernelFamily {
     if (c.head_dim.rope > 0 && c.dtype.rope && *c.dtype.rope != c.dtype.qkv)
       return ConfigIssue{"dtype.rope", std::string("\"") + to_string(*c.dtype.rope) + "\"",
                          "the sm80 family needs rope columns in dtype.qkv"};
-    if (c.kv_layout.paged)
-      return ConfigIssue{"kv_layout.paged", "true", "paged KV caches are not implemented yet"};
     if (c.scales.any())
       return ConfigIssue{"scales", "", "quantisation scales are not implemented yet"};
     return std::nullopt;
@@ -141,7 +139,7 @@ class Sm80Family final : public KernelFamily {
   //    BN is the largest of 64 / 48 / 32 whose accumulators (32 rows x (BN + v) / 32 fp32)
   //    stay within kComfortableAccumulatorRegs: at d128 BN 64 (367 / 317) needs 192 and ptxas
   //    then spills a few bytes on some variants, BN 48 (354 / 310) does not; BN 64 is taken up
-  //    to d96. Rope, and sm_100+, get 16 registers less (d128 there: BN 32).
+  //    to d96. Rope, paged caches, and sm_100+, get 16 registers less (d128 there: BN 32).
   //    Two K/V buffers are no faster here and leave no registers.
   //  - d > 128: 8 warps x 16 rows, two K/V buffers (d256: 293 / 299); one buffer where shared
   //    memory is short (sm_80: 128 KB), then 4 warps x 16 rows (sm_86: 99 KB).
@@ -154,7 +152,9 @@ class Sm80Family final : public KernelFamily {
       // Empirical (ptxas 13.0 over sm_80 ... sm_100a): BN 64 itself wants 16 spare registers.
       // The rope split needs two more pointers per K tile; ptxas for sm_100+ keeps a few more
       // registers live (this family is only a fallback there: no GPU to tune on).
-      int budget = kComfortableAccumulatorRegs - (c.head_dim.rope > 0 || arch.major >= 10 ? 16 : 0);
+      // Paged caches keep the gathers' page lookups live beside the accumulators: the same.
+      const bool tight = c.head_dim.rope > 0 || c.kv_layout.paged || arch.major >= 10;
+      int budget = kComfortableAccumulatorRegs - (tight ? 16 : 0) - (c.head_dim.rope > 0 && c.kv_layout.paged ? 16 : 0);
       for (int bn : {64, 48, 32})
         if (accumulator_regs(c, {128, bn, 4, 1}) <= budget - (bn == 64 ? 16 : 0))
           prefs.push_back({128, bn, 4, 1});

@@ -55,6 +55,9 @@ class Sm90Host final : public FamilyHost {
     LaunchPlan plan;
     AttentionParams& p = plan.params;
     p = common_params(c, launch, a);
+    if (a.seqused_k)
+      fail("args.seqused_k: the sm90 family reads every sequence's keys up to seqlen_k (ragged: cu_seqlens_k); "
+           "pass the lengths as a ragged batch, or use the sm80 family");
     count_tiles(launch, a, p);
     // (batch, head) pairs per longest-first group: as many as have K/V within the L2 budget the
     // generator chose (launch.lpt_l2_bytes), or all of them.

@@ -24,6 +24,7 @@
 // registers in tile_io.cuh); the host's default tiles (family_sm80.cpp) keep ptxas spill-free.
 #pragma once
 
+#include "common/kv_policy.cuh"
 #include "common/mask.cuh"
 #include "common/params.cuh"
 #include "common/scheduler.cuh"
@@ -92,6 +93,9 @@ struct Forward {
   AttentionMask<T::kMask> mask;
   int n_min, n_max, n_unmasked_lo, n_unmasked_hi;
   int tid, g, t, warp_row0;
+  KvCache<kVarlen, T::kPaged, T::kPageSize> kv;
+  int b_kv_head;
+  mutable bool bad_page;  // this thread met a page-table entry outside the cache
   GmemRows<E> gk, gk_rope, gv;
   LanePart lq, lk, lv;  // this lane's ldmatrix addresses in Q, K stage 0, V stage 0
   float acc_o[kMT][kDT][4];
@@ -101,14 +105,43 @@ struct Forward {
   __device__ __forceinline__ GmemRows<E> kv_rows(const GmemRows<E>& x, int n) const {
     return GmemRows<E>{x.ptr + i64(n * kBN) * x.stride, x.stride};
   }
+  // Paged caches: each key row's address through the KV policy (null past the entry's keys, and
+  // for a page-table entry that names no page of the cache, which also marks the tile bad).
+  struct PagedRows {
+    const Forward* f;
+    const TensorArg* tensor;
+    int row0;
+    __device__ __forceinline__ const E* operator()(int r) const {
+      const int j = row0 + r;
+      if (j >= f->seq.seqlen_k) return nullptr;
+      bool ok;
+      const i64 off = f->kv.offset(*tensor, f->b, j, f->b_kv_head, ok);
+      if (!ok) {
+        f->bad_page = true;
+        return nullptr;
+      }
+      return static_cast<const E*>(tensor->ptr) + off;
+    }
+  };
+
   __device__ __forceinline__ void load_k(int n, int stage, int rows) const {
-    load_tile<KTile, kThreads, Sh::kNope>(smem_base + L::k_stage(stage), kv_rows(gk, n),
-                                          T::kHeadDimRope > 0 ? kv_rows(gk_rope, n) : gk_rope,
-                                          rows, tid);
+    if constexpr (T::kPaged) {
+      gather_tile<KTile, kThreads, Sh::kNope, E>(smem_base + L::k_stage(stage), PagedRows{this, &p.k, n * kBN},
+                                                 PagedRows{this, &p.k_rope, n * kBN}, gk.ptr, tid);
+    } else {
+      load_tile<KTile, kThreads, Sh::kNope>(smem_base + L::k_stage(stage), kv_rows(gk, n),
+                                            T::kHeadDimRope > 0 ? kv_rows(gk_rope, n) : gk_rope,
+                                            rows, tid);
+    }
   }
   __device__ __forceinline__ void load_v(int n, int stage, int rows) const {
-    load_tile<VTile, kThreads, Sh::kDV>(smem_base + L::v_stage(stage), kv_rows(gv, n), gv, rows,
-                                        tid);
+    if constexpr (T::kPaged) {
+      gather_tile<VTile, kThreads, Sh::kDV, E>(smem_base + L::v_stage(stage), PagedRows{this, &p.v, n * kBN},
+                                               PagedRows{this, &p.v, n * kBN}, gv.ptr, tid);
+    } else {
+      load_tile<VTile, kThreads, Sh::kDV>(smem_base + L::v_stage(stage), kv_rows(gv, n), gv, rows,
+                                          tid);
+    }
   }
   __device__ __forceinline__ int kv_rows_valid(int n) const { return seq.seqlen_k - n * kBN; }
 
@@ -199,7 +232,16 @@ struct Forward {
     softmax.finalize(p.softmax_scale, inv_sum, lse);
 
     cp_async_wait<0>();
-    __syncthreads();  // every warp is done with Q/K/V
+    // Every warp is done with Q/K/V; a paged tile that met a bad page-table entry writes NaN.
+    bool bad = false;
+    if constexpr (T::kPaged) bad = __syncthreads_or(bad_page);
+    else __syncthreads();
+    if (bad) {
+#pragma unroll
+      for (int mi = 0; mi < kMT; ++mi)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) inv_sum[mi][hh] = lse[mi][hh] = __int_as_float(0x7fc00000);
+    }
     const u32 so = smem_base + u32(L::kO);
 #pragma unroll
     for (int mi = 0; mi < kMT; ++mi)
@@ -246,7 +288,10 @@ struct Forward {
     b = work.batch;
     h = work.head;
     const int hk = work.head / T::kGroup;
-    seq = SeqInfo::make<kVarlen>(p, b);
+    kv = KvCache<kVarlen, T::kPaged, T::kPageSize>::make(p, b);
+    seq = kv.sequence(p, b);
+    b_kv_head = hk;
+    bad_page = false;
     m0 = work.m_block * kBM;
     if (m0 >= seq.seqlen_q) return;  // ragged batch: this sequence is shorter than the longest
     const int q_rows = cmin(kBM, seq.seqlen_q - m0);

@@ -67,6 +67,43 @@ __device__ __forceinline__ void load_tile(u32 smem, GmemRows<E> src, GmemRows<E>
                                               src, src2, rows, tid);
 }
 
+// As load_panel, with each row's address from the KV policy: row_ptr(r) is row r's column 0
+// (of the second tensor: row_ptr2), or null for a row to zero-fill. Paged caches load this way.
+template <class Tile, int kThreads, int kSplitCols, int kWidth, class E, class RowPtr>
+__device__ __forceinline__ void gather_panel(u32 smem, int first, const RowPtr& row_ptr, const RowPtr& row_ptr2,
+                                             const E* any, int tid) {
+  static_assert(kThreads % kWidth == 0, "a thread keeps its chunk column within a panel");
+  constexpr int kChunk = ElementTraits<E>::kChunkElems;
+  constexpr int kRowsPerPass = kThreads / kWidth;
+  constexpr int kPasses = ceil_div(Tile::kRowCount, kRowsPerPass);
+  const typename Tile::Panel p = Tile::panel(first);
+  const int j = tid % kWidth;
+  const int c = first + j;
+  const bool second = kSplitCols < Tile::kColCount && c * kChunk >= kSplitCols;
+  const int col = second ? c * kChunk - kSplitCols : c * kChunk;
+#pragma unroll
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int r = tid / kWidth + pass * kRowsPerPass;
+    if (Tile::kRowCount % kRowsPerPass != 0 && r >= Tile::kRowCount) break;
+    const E* row = second ? row_ptr2(r) : row_ptr(r);
+    // A zero-filled row still names a valid address (`any`), though none is read.
+    cp_async_16(smem + u32(p.base) + Tile::in_panel(kWidth, r, j), row ? row + col : any, row != nullptr);
+  }
+}
+
+template <class Tile, int kThreads, int kSplitCols, class E, class RowPtr>
+__device__ __forceinline__ void gather_tile(u32 smem, const RowPtr& row_ptr, const RowPtr& row_ptr2, const E* any,
+                                            int tid) {
+#pragma unroll
+  for (int pp = 0; pp < Tile::kFullPanels; ++pp)
+    gather_panel<Tile, kThreads, kSplitCols, 8, E>(smem, pp * 8, row_ptr, row_ptr2, any, tid);
+  if constexpr (Tile::kHas4)
+    gather_panel<Tile, kThreads, kSplitCols, 4, E>(smem, Tile::kFullPanels * 8, row_ptr, row_ptr2, any, tid);
+  if constexpr (Tile::kHas2)
+    gather_panel<Tile, kThreads, kSplitCols, 2, E>(smem, Tile::kFullPanels * 8 + (Tile::kHas4 ? 4 : 0), row_ptr,
+                                                   row_ptr2, any, tid);
+}
+
 template <class Tile, int kThreads, int kWidth, class E>
 __device__ __forceinline__ void store_panel(u32 smem, int first, E* dst, i64 stride, int rows,
                                             int tid) {

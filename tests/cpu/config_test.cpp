@@ -240,8 +240,10 @@ TEST(Config, SeqlenHintMustBeALength) {
 }
 
 TEST(Config, UnimplementedFeaturesAreRejectedByName) {
+  // Paged caches are the sm80 and decode families' (row gathers); the sm90 family names the field.
   json paged = base();
   paged["kv_layout"] = {{"paged", true}, {"page_size", 64}};
+  paged["tuning"] = {{"family", "sm90"}};
   EXPECT_NE(first_message(paged).find("kv_layout.paged"), std::string::npos);
   json fp8 = base();
   fp8["dtype"]["qkv"] = "e4m3";
