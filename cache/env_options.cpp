@@ -4,6 +4,8 @@
 #include "cache/log.hpp"
 #include "cache/store.hpp"
 
+#include <fcntl.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace flashjit::cache {
 
@@ -35,36 +38,34 @@ std::string env(const char* name) {
   return v ? v : "";
 }
 
-// Creates dir and checks that we can write into it.
-bool usable(const std::filesystem::path& dir, std::string* why) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    *why = ec.message();
+// Creates dir (private), checks that it is trusted and that we can write into it.
+bool usable(const std::filesystem::path& dir, const Sharing& sharing, std::string* why, bool* untrusted) {
+  const TrustedDir d = TrustedDir::open(dir, sharing, Create::private_dir);
+  if (!d.ok()) {
+    *why = d.problem();
+    *untrusted = d.status() == TrustedDir::Status::untrusted;
     return false;
   }
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+  if (::faccessat(d.fd(), ".", W_OK | X_OK, AT_EACCESS) != 0) {
     *why = errno_text(errno);
     return false;
   }
   return true;
 }
 
-// <tmp>/flashjit-<uid>, only if it is a real directory owned by us that nobody else can write
-// (a cache directory others can write is a way to make us load their binaries).
+// <tmp>/flashjit-<uid>, only if it is a trusted directory (a cache directory others can write
+// is a way to make us load their binaries).
 std::filesystem::path temp_cache_dir() {
   std::error_code ec;
   std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
   if (ec) tmp = "/tmp";
   const std::filesystem::path dir = tmp / ("flashjit-" + std::to_string(::geteuid()));
-  ::mkdir(dir.c_str(), 0700);
-  struct stat st {};
-  if (::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
-      (st.st_mode & (S_IWGRP | S_IWOTH)) == 0)
-    return dir;
+  const TrustedDir d = TrustedDir::open(dir, Sharing{}, Create::private_dir);
+  if (d.ok()) return dir;
   std::string templ = (tmp / "flashjit-XXXXXX").string();
   if (::mkdtemp(templ.data())) {
-    log(LogLevel::warn, "flashjit cache: " + dir.string() + " is not a private directory; using " + templ);
+    log(LogLevel::warn, "flashjit cache: " + dir.string() + " is not a private directory (" + d.problem() +
+                            "); using " + templ);
     return templ;
   }
   return dir;  // store() will report why it cannot be used
@@ -127,23 +128,50 @@ std::vector<std::filesystem::path> parse_path_list(std::string_view value) {
   return out;
 }
 
-std::filesystem::path default_cache_dir() {
+gid_t parse_group(std::string_view variable, std::string_view value) {
+  constexpr const char* expected = "the name or number of a group you are a member of";
+  const std::string s(value);
+  gid_t gid = 0;
+  if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos && s.size() <= 9) {
+    gid = static_cast<gid_t>(std::stoul(s));
+  } else {
+    std::vector<char> buf(16384);
+    group gr{}, *found = nullptr;
+    if (s.empty() || ::getgrnam_r(s.c_str(), &gr, buf.data(), buf.size(), &found) != 0 || !found)
+      reject(variable, value, expected);
+    gid = found->gr_gid;
+  }
+  if (::geteuid() == 0 || ::getegid() == gid) return gid;
+  const int n = ::getgroups(0, nullptr);
+  std::vector<gid_t> groups(n > 0 ? n : 0);
+  if (n > 0 && ::getgroups(n, groups.data()) == n)
+    for (gid_t g : groups)
+      if (g == gid) return gid;
+  reject(variable, value, expected);
+}
+
+std::filesystem::path default_cache_dir(const Sharing& sharing) {
   std::filesystem::path dir;
   const std::string xdg = env("XDG_CACHE_HOME"), home = env("HOME");
   if (!xdg.empty() && xdg[0] == '/') dir = std::filesystem::path(xdg) / "flashjit";
   else if (!home.empty()) dir = std::filesystem::path(home) / ".cache" / "flashjit";
   std::string why;
-  if (!dir.empty() && usable(dir, &why)) return dir;
+  bool untrusted = false;
+  if (!dir.empty() && usable(dir, sharing, &why, &untrusted)) return dir;
   const std::filesystem::path tmp = temp_cache_dir();
+  // A read-only home is common in containers; a directory others can write is not.
   if (!dir.empty())
-    log(LogLevel::info, "flashjit cache: cannot use " + dir.string() + " (" + why + "); caching in " + tmp.string());
+    log(untrusted ? LogLevel::warn : LogLevel::info,
+        "flashjit cache: cannot use " + dir.string() + " (" + why + "); caching in " + tmp.string());
   return tmp;
 }
 
 StoreOptions StoreOptions::from_env() {
   StoreOptions o;
+  const std::string group = env("FLASHJIT_CACHE_GROUP");
+  if (!group.empty()) o.sharing.group = parse_group("FLASHJIT_CACHE_GROUP", group);
   const std::string dir = env("FLASHJIT_CACHE_DIR");
-  o.dir = dir.empty() ? default_cache_dir() : std::filesystem::path(dir);
+  o.dir = dir.empty() ? default_cache_dir(o.sharing) : std::filesystem::path(dir);
   o.layers = parse_path_list(env("FLASHJIT_CACHE_PATH"));
   o.offline = parse_bool("FLASHJIT_OFFLINE", env("FLASHJIT_OFFLINE"));
   o.max_bytes = parse_byte_size("FLASHJIT_CACHE_MAX_BYTES", env("FLASHJIT_CACHE_MAX_BYTES"));

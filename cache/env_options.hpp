@@ -2,6 +2,8 @@
 // Every parser throws std::invalid_argument naming the variable and the rejected value.
 #pragma once
 
+#include "cache/trusted_dir.hpp"
+
 #include <cstdint>
 #include <filesystem>
 #include <string_view>
@@ -21,9 +23,12 @@ double parse_seconds(std::string_view variable, std::string_view value);
 // ':'-separated directories; empty parts are skipped.
 std::vector<std::filesystem::path> parse_path_list(std::string_view value);
 
+// A group name or number the current user belongs to (root: any group).
+gid_t parse_group(std::string_view variable, std::string_view value);
+
 // The default writable directory: $XDG_CACHE_HOME/flashjit (absolute XDG only), else
-// $HOME/.cache/flashjit, else -- also when that cannot be created or written --
+// $HOME/.cache/flashjit, else -- also when that cannot be created, trusted or written --
 // <tmp>/flashjit-<uid> (mode 0700, owned by us), else a fresh mkdtemp directory.
-std::filesystem::path default_cache_dir();
+std::filesystem::path default_cache_dir(const Sharing& sharing = {});
 
 }  // namespace flashjit::cache

@@ -1,6 +1,7 @@
 #include "cache/file_lock.hpp"
 
 #include "cache/file_io.hpp"
+#include "cache/printable.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -36,15 +37,16 @@ std::unordered_map<std::string, std::weak_ptr<detail::LocalLock>>& locals() {
   return s;
 }
 
-bool same_file(int fd, const std::filesystem::path& path) {
+bool same_file(int fd, const TrustedDir& dir, const std::string& name) {
   struct stat a {}, b {};
-  return ::fstat(fd, &a) == 0 && ::stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
-         a.st_ino == b.st_ino;
+  return ::fstat(fd, &a) == 0 && ::fstatat(dir.fd(), name.c_str(), &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+         a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 }  // namespace
 
-FileLock::FileLock(const std::filesystem::path& path, double timeout_s) : path_(path) {
+FileLock::FileLock(const std::filesystem::path& path, double timeout_s, const Sharing& sharing)
+    : path_(path), name_(path.filename().string()) {
   const auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
                          std::clamp(timeout_s, 0.0, 1e9)));
@@ -60,26 +62,32 @@ FileLock::FileLock(const std::filesystem::path& path, double timeout_s) : path_(
     local_->held = true;
   }
 
-  std::error_code ec;
-  std::filesystem::create_directories(path_.parent_path(), ec);
-  if (ec) {
+  dir_ = TrustedDir::open(path_.parent_path(), sharing, Create::private_dir);
+  if (!dir_.ok()) {
     status_ = Status::unavailable;
-    error_ = "cannot create lock directory " + path_.parent_path().string() + ": " + ec.message();
+    error_ = "cannot use the lock directory " + printable(path_.parent_path().string()) + ": " + dir_.problem();
     return;
   }
   auto sleep = std::chrono::milliseconds(1);
   for (;;) {
     if (fd_ < 0) {
-      // read-only is enough for flock, and works on a lock file another user created
-      fd_ = ::open(path_.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0666);
-      if (fd_ < 0) {
+      // read-only is enough for flock, and works on a lock file a group member created
+      fd_ = ::openat(dir_.fd(), name_.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+                     lock_file_mode(sharing));
+      struct stat st {};
+      if (fd_ < 0 || ::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const int err = errno;
         status_ = Status::unavailable;
-        error_ = "cannot open lock file " + path_.string() + ": " + errno_text(errno);
+        error_ = fd_ < 0 ? "cannot open lock file " + printable(path_.string()) + ": " + errno_text(err)
+                         : "lock file " + printable(path_.string()) + " is " + file_type_name(st.st_mode) +
+                               ", not a regular file";
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
         return;
       }
     }
     if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
-      if (same_file(fd_, path_)) {
+      if (same_file(fd_, dir_, name_)) {
         status_ = Status::locked;
         return;
       }
@@ -119,7 +127,7 @@ void FileLock::release_local() {
 
 FileLock::~FileLock() {
   if (status_ == Status::locked) {
-    ::unlink(path_.c_str());  // still holding it: waiters notice the inode change and retry
+    ::unlinkat(dir_.fd(), name_.c_str(), 0);  // still holding it: waiters notice the inode change and retry
     ::close(fd_);
   }
   if (status_ != Status::timed_out) release_local();

@@ -4,14 +4,17 @@
 #include "cache/file_io.hpp"
 #include "cache/file_lock.hpp"
 #include "cache/log.hpp"
+#include "cache/printable.hpp"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -22,91 +25,110 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::int64_t kStaleTempSeconds = 3600;  // a temp file this old belongs to a dead writer
+constexpr std::size_t kHashChunk = std::size_t(1) << 20;
 
 struct DirFile {
-  fs::path path;
-  std::string file_name;
+  std::string name;
+  bool regular = false;
   std::uint64_t bytes = 0;
   std::int64_t mtime_ns = 0;
 };
 
 struct DirScan {
-  std::vector<DirFile> entries;  // regular *.fjc files, sorted by name
-  std::vector<DirFile> temps;    // our temp files
-  std::string error;             // set when the directory exists but cannot be read
+  std::vector<DirFile> entries;  // *.fjc names (of any file type), sorted by name
+  std::vector<DirFile> temps;    // our temp files (regular ones)
+  std::string error;             // set when the directory cannot be read
 };
 
-DirScan scan(const fs::path& dir) {
+DirScan scan(const TrustedDir& d) {
   DirScan s;
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec), end;
-  if (ec) {
-    if (ec != std::errc::no_such_file_or_directory) s.error = "cannot read " + dir.string() + ": " + ec.message();
+  // A fresh open file description: readdir's position is not shared with d.fd().
+  const int fd = ::openat(d.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* dir = fd < 0 ? nullptr : ::fdopendir(fd);
+  if (!dir) {
+    s.error = "cannot read " + printable(d.path().string()) + ": " + errno_text(errno);
+    if (fd >= 0) ::close(fd);
     return s;
   }
-  for (; it != end; it.increment(ec)) {
-    if (ec) {
-      s.error = "cannot read " + dir.string() + ": " + ec.message();
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(dir);
+    if (!e) {
+      if (errno != 0) s.error = "cannot read " + printable(d.path().string()) + ": " + errno_text(errno);
       break;
     }
-    const std::string name = it->path().filename().string();
+    const std::string name = e->d_name;
     const bool is_entry = name.size() > kEntrySuffix.size() && name.ends_with(kEntrySuffix) && name[0] != '.';
     const bool is_temp = name.starts_with(kTempPrefix);
     if (!is_entry && !is_temp) continue;
     struct stat st {};
-    if (::stat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;  // gone, or not a file
-    DirFile f{it->path(), name, static_cast<std::uint64_t>(st.st_size),
+    if (::fstatat(d.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone
+    DirFile f{name, S_ISREG(st.st_mode), static_cast<std::uint64_t>(S_ISREG(st.st_mode) ? st.st_size : 0),
               std::int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
-    (is_entry ? s.entries : s.temps).push_back(std::move(f));
+    if (is_entry) s.entries.push_back(std::move(f));
+    else if (f.regular) s.temps.push_back(std::move(f));
   }
-  std::sort(s.entries.begin(), s.entries.end(),
-            [](const DirFile& a, const DirFile& b) { return a.file_name < b.file_name; });
+  ::closedir(dir);
+  std::sort(s.entries.begin(), s.entries.end(), [](const DirFile& a, const DirFile& b) { return a.name < b.name; });
   return s;
 }
 
 std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
+void add(Cleanup& total, const Cleanup& part) {
+  total.entries += part.entries;
+  total.bytes += part.bytes;
+  total.failures.insert(total.failures.end(), part.failures.begin(), part.failures.end());
+}
+
 // Removes temp files left by writers that died between create and rename.
-std::uint64_t remove_stale_temps(const DirScan& s) {
-  std::uint64_t freed = 0;
+Cleanup remove_stale_temps(const TrustedDir& d, const DirScan& s) {
+  Cleanup c;
   const std::int64_t cutoff = now_ns() - kStaleTempSeconds * 1'000'000'000;
-  for (const auto& t : s.temps)
-    if (t.mtime_ns < cutoff && ::unlink(t.path.c_str()) == 0) freed += t.bytes;
-  return freed;
+  for (const auto& t : s.temps) {
+    if (t.mtime_ns >= cutoff) continue;
+    const Removal r = remove_file(d, t.name);
+    if (r.status == Removal::Status::removed) c.bytes += t.bytes;
+    else if (r.status == Removal::Status::failed) c.failures.push_back(r.error);
+  }
+  return c;
 }
 
 // Evicts the least recently used entries (oldest mtime first) until the directory holds at
-// most max_bytes of entries; never `keep`. Returns the bytes freed.
-std::uint64_t evict(const fs::path& dir, std::uint64_t max_bytes, const fs::path& keep) {
-  DirScan s = scan(dir);
+// most max_bytes of entries; never `keep`.
+Cleanup evict(const TrustedDir& d, std::uint64_t max_bytes, const std::string& keep) {
+  Cleanup c;
+  DirScan s = scan(d);
+  if (!s.error.empty()) c.failures.push_back(s.error);
   std::uint64_t total = 0;
   for (const auto& e : s.entries) total += e.bytes;
-  if (total <= max_bytes) return 0;
+  if (total <= max_bytes) return c;
   std::sort(s.entries.begin(), s.entries.end(), [](const DirFile& a, const DirFile& b) {
-    return a.mtime_ns != b.mtime_ns ? a.mtime_ns < b.mtime_ns : a.file_name < b.file_name;
+    return a.mtime_ns != b.mtime_ns ? a.mtime_ns < b.mtime_ns : a.name < b.name;
   });
-  std::uint64_t freed = 0;
-  std::size_t count = 0;
   for (const auto& e : s.entries) {
     if (total <= max_bytes) break;
-    if (e.path == keep) continue;
-    if (::unlink(e.path.c_str()) == 0) {
-      freed += e.bytes;
-      ++count;
-    } else if (errno != ENOENT) {
+    if (e.name == keep || !e.regular) continue;
+    const Removal r = remove_file(d, e.name);
+    if (r.status == Removal::Status::failed) {
+      c.failures.push_back(r.error);
       continue;  // still there
     }
-    total -= e.bytes;  // ENOENT: another process evicted it first
+    if (r.status == Removal::Status::removed) {
+      c.bytes += e.bytes;
+      ++c.entries;
+    }
+    total -= e.bytes;  // gone: another process evicted it first
   }
-  if (count)
-    log(LogLevel::info, "flashjit cache: evicted " + std::to_string(count) + " least recently used entries (" +
-                            std::to_string(freed) + " bytes) from " + dir.string() + " to stay under " +
-                            std::to_string(max_bytes) + " bytes");
-  return freed;
+  if (c.entries)
+    log(LogLevel::info, "flashjit cache: evicted " + std::to_string(c.entries) + " least recently used entries (" +
+                            std::to_string(c.bytes) + " bytes) from " + printable(d.path().string()) +
+                            " to stay under " + std::to_string(max_bytes) + " bytes");
+  for (const auto& f : c.failures) log(LogLevel::warn, "flashjit cache: " + f);
+  return c;
 }
 
 bool same_dir(const fs::path& a, const fs::path& b) {
@@ -114,51 +136,153 @@ bool same_dir(const fs::path& a, const fs::path& b) {
   return fs::absolute(a, ec1).lexically_normal() == fs::absolute(b, ec2).lexically_normal();
 }
 
-// Reads and checks every entry file of dir; calls visit(info, bytes) for each (bytes empty
-// unless valid). Returns the scan error, if any.
-template <class Visit>
-std::string for_each_file(const fs::path& dir, bool read_only, Visit&& visit) {
-  const DirScan s = scan(dir);
-  for (const auto& f : s.entries) {
-    EntryInfo info;
-    info.path = f.path;
-    info.bytes = f.bytes;
-    info.last_used = f.mtime_ns / 1'000'000'000;
-    info.read_only = read_only;
-    const auto parsed = parse_entry_file_name(f.file_name);
-    if (!parsed) {
-      info.problem = "file name is not <name>.<64 hex digit key>.fjc";
-      visit(info, std::string());
-      continue;
+struct Inspected {
+  EntryInfo info;
+  std::uint64_t dev = 0, ino = 0;  // of what sits at the name (0: nothing opened)
+};
+
+// Checks one scanned file: its name, type and owner, header, name against header, manifest and
+// `check`; with `full` the checksum too, streamed, so memory stays bounded. nullopt: it is gone.
+std::optional<Inspected> inspect_file(const TrustedDir& d, const DirFile& f, bool read_only, const EntryCheck& check,
+                                      bool full) {
+  Inspected out;
+  EntryInfo& info = out.info;
+  info.path = d.path() / f.name;
+  info.bytes = f.bytes;
+  info.last_used = f.mtime_ns / 1'000'000'000;
+  info.read_only = read_only;
+  const auto parsed = parse_entry_file_name(f.name);
+  if (!parsed) {
+    info.problem = "file name is not <name>.<64 hex digit key>.fjc";
+    return out;
+  }
+  info.name = parsed->name;
+  info.key = parsed->key;
+  OpenedFile file = open_for_reading(d, f.name);
+  out.dev = file.dev;
+  out.ino = file.ino;
+  if (file.status == OpenedFile::Status::missing) return std::nullopt;  // removed since the scan
+  if (file.status == OpenedFile::Status::error) {
+    info.problem = file.error;
+    return out;
+  }
+  const std::uint64_t size = static_cast<std::uint64_t>(file.st.st_size);
+  info.bytes = size;
+  const std::string shown = printable(info.path.string());
+  if (size > kMaxFileBytes) {
+    info.problem = std::to_string(size) + " bytes, larger than any cache entry (" + std::to_string(kMaxFileBytes) + ")";
+    return out;
+  }
+  std::string head, manifest_text;
+  info.problem = read_exactly(file.fd.get(), 0, static_cast<std::size_t>(std::min<std::uint64_t>(size, kHeaderSize)),
+                              &head, shown);
+  if (!info.problem.empty()) return out;
+  HeaderCheck hc = parse_header(head, size);
+  if (!hc.header) {
+    info.problem = std::move(hc.problem);
+    return out;
+  }
+  const Header& h = *hc.header;
+  info.key = h.key;
+  info.name = h.name;
+  if (std::string why = file_name_problem(f.name, h); !why.empty()) {
+    info.problem = std::move(why);
+    return out;
+  }
+  info.problem = read_exactly(file.fd.get(), kHeaderSize, static_cast<std::size_t>(h.manifest_bytes), &manifest_text, shown);
+  if (!info.problem.empty()) return out;
+  if (full) {
+    Sha256 sha;
+    hash_header(sha, head);
+    sha.update(manifest_text);
+    std::string chunk;
+    for (std::uint64_t at = kHeaderSize + h.manifest_bytes; at < size; at += chunk.size()) {
+      info.problem = read_exactly(file.fd.get(), at, static_cast<std::size_t>(std::min<std::uint64_t>(kHashChunk, size - at)),
+                                  &chunk, shown);
+      if (!info.problem.empty()) return out;
+      sha.update(chunk);
     }
-    info.name = parsed->name;
-    info.key = parsed->key;
-    FileRead r = read_whole_file(f.path, kMaxFileBytes);
-    if (r.status == FileRead::Status::missing) continue;  // removed since the scan
-    if (r.status == FileRead::Status::error) {
-      info.problem = r.error;
-      visit(info, std::string());
-      continue;
-    }
-    Decoded d = decode_entry(r.bytes, info.key);
-    if (d.entry) {
-      info.valid = true;
-      info.manifest = std::move(d.entry->manifest);
-      visit(info, r.bytes);
-    } else {
-      info.problem = std::move(d.problem);
-      visit(info, std::string());
+    if (sha.finish_raw() != h.checksum) {
+      info.problem = "checksum mismatch (corrupt)";
+      return out;
     }
   }
-  return s.error;
+  ManifestParse m = parse_manifest(manifest_text);
+  if (!m.manifest) {
+    info.problem = std::move(m.problem);
+    return out;
+  }
+  if (check) {
+    info.problem = check(h.key, *m.manifest);
+    if (!info.problem.empty()) return out;
+  }
+  info.valid = true;
+  info.manifest = std::move(*m.manifest);
+  return out;
 }
+
+// The whole of a file that is an entry for its own header: checked in full, `check` included.
+// problem is set when it is not valid.
+struct WholeEntry {
+  std::string bytes;
+  std::optional<Header> header;
+  std::string problem;
+  bool gone = false;
+};
+WholeEntry read_entry(const TrustedDir& d, const std::string& file_name, const EntryCheck& check) {
+  WholeEntry w;
+  FileRead r = read_whole_file(d, file_name, kMaxFileBytes);
+  if (r.status == FileRead::Status::missing) {
+    w.gone = true;
+    return w;
+  }
+  const std::string shown = printable((d.path() / file_name).string());
+  if (r.status == FileRead::Status::error) {
+    w.problem = r.error;
+    return w;
+  }
+  HeaderCheck hc = parse_header(r.bytes, r.bytes.size());
+  if (!hc.header) {
+    w.problem = shown + ": " + hc.problem;
+    return w;
+  }
+  Decoded dec = decode_entry(r.bytes, hc.header->key);
+  std::string why = dec.entry ? check ? check(hc.header->key, dec.entry->manifest) : "" : dec.problem;
+  if (!why.empty()) {
+    w.problem = shown + ": " + why;
+    return w;
+  }
+  w.header = std::move(hc.header);
+  w.bytes = std::move(r.bytes);
+  return w;
+}
+
+std::string canonical_name(const Header& h) { return h.name + "." + h.key + std::string(kEntrySuffix); }
 
 }  // namespace
 
-DiskStore::DiskStore(StoreOptions options) : options_(std::move(options)) {
+struct DiskStore::Warned {
+  std::mutex mutex;
+  std::set<std::string> seen;
+};
+
+DiskStore::DiskStore(StoreOptions options) : options_(std::move(options)), warned_(std::make_shared<Warned>()) {
   // The writable directory is searched last anyway; listing it as a layer too would only make
   // every fault in it reported twice.
   std::erase_if(options_.layers, [&](const fs::path& l) { return same_dir(l, options_.dir); });
+}
+
+void DiskStore::warn_once(const std::string& what, const std::string& message) const {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> g(warned_->mutex);
+    first = warned_->seen.insert(what).second;
+  }
+  log(first ? LogLevel::warn : LogLevel::debug, message);
+}
+
+TrustedDir DiskStore::open_dir(const fs::path& dir, Create create) const {
+  return TrustedDir::open(dir, options_.sharing, create);
 }
 
 fs::path DiskStore::entry_path(const fs::path& dir, const Key& key, const std::string& name) const {
@@ -166,30 +290,40 @@ fs::path DiskStore::entry_path(const fs::path& dir, const Key& key, const std::s
 }
 
 fs::path DiskStore::lock_path(const Key& key) const {
-  const fs::path dir = options_.lock_dir.empty() ? options_.dir / ".locks" : options_.lock_dir;
+  // In a shared sticky directory (/dev/shm) the locks go into a subdirectory of our own.
+  const fs::path dir = options_.lock_dir.empty() ? options_.dir / ".locks"
+                                                 : private_place(options_.lock_dir, "flashjit-locks", options_.sharing);
   return dir / (key.hex + ".lock");
 }
 
-std::optional<Entry> DiskStore::load_impl(const Key& key, const std::string& name, std::string* rejected,
-                                          bool recheck) {
+std::optional<Entry> DiskStore::load_impl(const Key& key, const std::string& name, const EntryCheck& check,
+                                          std::string* rejected, bool recheck, Provenance* where) {
   const std::string file = entry_file_name(key, name);  // validates the key
-  auto try_dir = [&](const fs::path& dir, bool writable) -> std::optional<Entry> {
-    const fs::path path = dir / file;
-    FileRead r = read_whole_file(path, kMaxFileBytes);
+  auto try_dir = [&](const TrustedDir& d, bool writable) -> std::optional<Entry> {
+    const std::string path = printable((d.path() / file).string());
+    FileRead r = read_whole_file(d, file, kMaxFileBytes);
     if (r.status == FileRead::Status::missing) return std::nullopt;
     std::string problem = r.error;
     if (r.status == FileRead::Status::ok) {
-      Decoded d = decode_entry(r.bytes, key.hex);
-      if (d.entry) {
-        if (writable) touch(path);  // last-used stamp for LRU eviction
-        log(LogLevel::debug, "flashjit cache: hit " + path.string());
-        return std::move(d.entry);
+      Decoded dec = decode_entry(r.bytes, key.hex);
+      std::string why = dec.problem;
+      if (dec.entry) why = file_name_problem(file, *dec.header);
+      if (dec.entry && why.empty() && check) why = check(key.hex, dec.entry->manifest);
+      if (why.empty()) {
+        if (writable) touch(d, file);  // last-used stamp for LRU eviction
+        log(LogLevel::debug, "flashjit cache: hit " + path);
+        if (where) {
+          where->file = d.path() / file;
+          where->read_only = !writable;
+        }
+        return std::move(dec.entry);
       }
-      problem = path.string() + ": " + d.problem;
+      problem = path + ": " + why;
     }
-    if (writable && r.ino != 0) {  // a regular file we opened: ours to replace
-      const bool removed = remove_if_same(path, r.dev, r.ino);
-      problem += removed ? "; removed, it will be rebuilt" : "";
+    if (writable && r.ino != 0) {  // whatever sits at the name in our own directory: ours to replace
+      const Removal rm = remove_if_same(d, file, r.dev, r.ino);
+      if (rm.status == Removal::Status::removed) problem += "; removed, it will be rebuilt";
+      else if (rm.status == Removal::Status::failed) problem += "; " + rm.error;
     } else if (!writable) {
       problem += " (read-only layer, left in place)";
     }
@@ -198,49 +332,75 @@ std::optional<Entry> DiskStore::load_impl(const Key& key, const std::string& nam
     if (rejected) *rejected += "; rejected " + problem;
     return std::nullopt;
   };
-  for (const auto& layer : options_.layers)
-    if (auto e = try_dir(layer, false)) return e;
-  return try_dir(options_.dir, true);
+  auto usable = [&](const TrustedDir& d, const char* what) {
+    if (d.ok()) return true;
+    if (d.status() != TrustedDir::Status::missing) {
+      warn_once(d.path().string(), std::string("flashjit cache: skipping the ") + what + ": " + d.problem());
+      if (rejected) *rejected += "; skipped " + d.problem();
+    }
+    return false;
+  };
+  for (const auto& layer : options_.layers) {
+    const TrustedDir d = open_dir(layer, Create::no);
+    if (!usable(d, "read-only layer")) continue;
+    if (auto e = try_dir(d, false)) return e;
+  }
+  const TrustedDir d = open_dir(options_.dir, Create::no);
+  if (!usable(d, "cache directory")) return std::nullopt;
+  return try_dir(d, true);
 }
 
-std::optional<Entry> DiskStore::load(const Key& key, const std::string& name) {
-  return load_impl(key, name, nullptr, false);
+std::optional<Entry> DiskStore::load(const Key& key, const std::string& name, const EntryCheck& check,
+                                     Provenance* where) {
+  return load_impl(key, name, check, nullptr, false, where);
 }
 
-bool DiskStore::store(const Key& key, const std::string& name, const Entry& entry) {
+bool DiskStore::store(const Key& key, const std::string& name, const Entry& entry, std::string* error) {
   const std::string file = entry_file_name(key, name);
-  const std::string bytes = encode_entry(key.hex, entry);
+  const std::string bytes = encode_entry(key.hex, name, entry);
+  std::string why;
+  TrustedDir d;
   if (bytes.size() > kMaxFileBytes) {
-    log(LogLevel::warn, "flashjit cache: not storing " + file + ": " + std::to_string(bytes.size()) +
-                            " bytes is over the entry size limit (" + std::to_string(kMaxFileBytes) + ")");
+    why = "it would be " + std::to_string(bytes.size()) + " bytes, over the entry size limit (" +
+          std::to_string(kMaxFileBytes) + ")";
+  } else {
+    d = open_dir(options_.dir, Create::private_dir);
+    why = d.ok() ? publish_atomically(d, file, bytes, entry_file_mode(options_.sharing)) : d.problem();
+  }
+  if (!why.empty()) {
+    warn_once("store", "flashjit cache: cannot store " + file + " in " + printable(options_.dir.string()) + ": " +
+                           why + "; kernels stay in memory only");
+    if (error) *error = "cannot store " + file + " in " + printable(options_.dir.string()) + ": " + why;
     return false;
   }
-  const std::string error = publish_atomically(options_.dir, file, bytes);
-  if (!error.empty()) {
-    const bool first = !std::atomic_ref<bool>(warned_unwritable_).exchange(true);
-    log(first ? LogLevel::warn : LogLevel::debug,
-        "flashjit cache: cannot write to the cache directory " + options_.dir.string() + " (" + error +
-            "); kernels stay in memory only (set FLASHJIT_CACHE_DIR to a writable directory)");
-    return false;
-  }
-  if (options_.max_bytes > 0) evict(options_.dir, options_.max_bytes, options_.dir / file);
+  if (options_.max_bytes > 0) evict(d, options_.max_bytes, file);
   return true;
 }
 
 Entry DiskStore::get_or_create(const Key& key, const std::string& name, const std::function<Entry()>& produce,
                                bool* produced) {
-  if (produced) *produced = false;
+  Provenance where;
+  Entry e = get_or_create(key, name, produce, {}, &where);
+  if (produced) *produced = where.produced;
+  return e;
+}
+
+Entry DiskStore::get_or_create(const Key& key, const std::string& name, const std::function<Entry()>& produce,
+                               const EntryCheck& check, Provenance* where) {
+  Provenance local;
+  Provenance& w = where ? *where : local;
+  w = Provenance{};
   std::string rejected;
-  if (auto e = load_impl(key, name, &rejected, false)) return std::move(*e);
+  if (auto e = load_impl(key, name, check, &rejected, false, &w)) return std::move(*e);
   if (options_.offline) {
     std::string searched;
-    for (const auto& l : options_.layers) searched += l.string() + ", ";
-    searched += options_.dir.string();
+    for (const auto& l : options_.layers) searched += printable(l.string()) + ", ";
+    searched += printable(options_.dir.string());
     throw MissError("flashjit: kernel not in cache (offline mode, FLASHJIT_OFFLINE=1): " + name + " key " +
                     key.hex + "; searched: " + searched + rejected);
   }
   const fs::path lock_file = lock_path(key);
-  FileLock lock(lock_file, options_.lock_timeout_s);
+  FileLock lock(lock_file, options_.lock_timeout_s, options_.sharing);
   switch (lock.status()) {
     case FileLock::Status::timed_out: {
       std::ostringstream msg;
@@ -250,100 +410,204 @@ Entry DiskStore::get_or_create(const Key& key, const std::string& name, const st
              "if the cache is on a network file system";
       throw LockTimeout(msg.str());
     }
-    case FileLock::Status::unavailable: {
-      const bool first = !std::atomic_ref<bool>(warned_lock_dir_).exchange(true);
-      log(first ? LogLevel::warn : LogLevel::debug,
-          "flashjit cache: " + lock.error() + "; producing without a cross-process lock (set FLASHJIT_LOCK_DIR to "
-          "a writable directory)");
+    case FileLock::Status::unavailable:
+      warn_once("lock", "flashjit cache: " + lock.error() +
+                            "; producing without a cross-process lock (set FLASHJIT_LOCK_DIR to a writable directory)");
       break;
-    }
     case FileLock::Status::locked: break;
   }
   // Another thread or process may have published while we waited.
-  if (auto e = load_impl(key, name, nullptr, true)) return std::move(*e);
+  if (auto e = load_impl(key, name, check, nullptr, true, &w)) return std::move(*e);
   log(LogLevel::debug, "flashjit cache: miss " + name + " key " + key.hex);
   Entry entry = produce();
-  if (produced) *produced = true;
-  store(key, name, entry);
+  w.produced = true;
+  if (check) {
+    // Storing what every later load would reject would make each of them produce it again.
+    const std::string why = check(key.hex, entry.manifest);
+    if (!why.empty()) throw std::runtime_error("flashjit cache: the entry produced for " + name + " is not valid: " + why);
+  }
+  if (store(key, name, entry, &w.store_error)) w.file = entry_path(options_.dir, key, name);
   return entry;
 }
 
-std::vector<EntryInfo> DiskStore::list() const {
+std::vector<DirInfo> DiskStore::directories() const {
+  std::vector<DirInfo> out;
+  auto add_dir = [&](const fs::path& p, bool read_only) {
+    const TrustedDir d = open_dir(p, Create::no);
+    out.push_back(DirInfo{p, read_only, d.status(), d.ok() ? "" : d.problem()});
+  };
+  for (const auto& layer : options_.layers) add_dir(layer, true);
+  add_dir(options_.dir, false);
+  return out;
+}
+
+std::vector<EntryInfo> DiskStore::list(const EntryCheck& check) const {
   std::vector<EntryInfo> out;
   auto collect = [&](const fs::path& dir, bool read_only) {
-    const std::string error =
-        for_each_file(dir, read_only, [&](EntryInfo& info, const std::string&) { out.push_back(std::move(info)); });
-    if (!error.empty()) log(LogLevel::warn, "flashjit cache: " + error);
+    const TrustedDir d = open_dir(dir, Create::no);
+    if (!d.ok()) {
+      if (d.status() != TrustedDir::Status::missing) warn_once(dir.string(), "flashjit cache: skipping " + d.problem());
+      return;
+    }
+    const DirScan s = scan(d);
+    if (!s.error.empty()) log(LogLevel::warn, "flashjit cache: " + s.error);
+    for (const auto& f : s.entries)
+      if (auto i = inspect_file(d, f, read_only, check, false)) out.push_back(std::move(i->info));
   };
   for (const auto& layer : options_.layers) collect(layer, true);
   collect(options_.dir, false);
   return out;
 }
 
-std::vector<EntryInfo> DiskStore::verify(bool remove_bad) {
-  std::vector<EntryInfo> bad;
-  for (auto& info : list()) {
-    if (info.valid) continue;
-    if (remove_bad && !info.read_only) ::unlink(info.path.c_str());
-    bad.push_back(std::move(info));
+EntryInfo DiskStore::inspect(const EntryInfo& listed, const EntryCheck& check) const {
+  EntryInfo info = listed;
+  const TrustedDir d = open_dir(listed.path.parent_path(), Create::no);
+  if (!d.ok()) {
+    info.valid = false;
+    info.problem = d.problem();
+    return info;
   }
-  return bad;
+  struct stat st {};
+  const std::string file = listed.path.filename().string();
+  if (::fstatat(d.fd(), file.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    info.valid = false;
+    info.problem = "cannot stat " + printable(listed.path.string()) + ": " + errno_text(errno);
+    return info;
+  }
+  const DirFile f{file, S_ISREG(st.st_mode), static_cast<std::uint64_t>(st.st_size),
+                  std::int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+  if (auto i = inspect_file(d, f, listed.read_only, check, true)) return std::move(i->info);
+  info.valid = false;
+  info.problem = printable(listed.path.string()) + " has been removed";
+  return info;
 }
 
-std::uint64_t DiskStore::prune(std::uint64_t max_bytes) {
-  return remove_stale_temps(scan(options_.dir)) + evict(options_.dir, max_bytes, {});
+VerifyReport DiskStore::verify(bool remove_bad, const EntryCheck& check) {
+  VerifyReport report;
+  auto check_dir = [&](const fs::path& dir, bool read_only) {
+    const TrustedDir d = open_dir(dir, Create::no);
+    if (!d.ok()) {
+      if (d.status() != TrustedDir::Status::missing) report.skipped_dirs.push_back(d.problem());
+      return;
+    }
+    const DirScan s = scan(d);
+    if (!s.error.empty()) report.skipped_dirs.push_back(s.error);
+    for (const auto& f : s.entries) {
+      auto i = inspect_file(d, f, read_only, check, true);
+      if (!i) continue;
+      ++report.checked;
+      if (i->info.valid) continue;
+      if (remove_bad && !read_only) {
+        const Removal r = i->ino ? remove_if_same(d, f.name, i->dev, i->ino) : remove_file(d, f.name);
+        i->info.removed = r.status != Removal::Status::failed;
+        i->info.remove_error = r.error;
+      }
+      report.bad.push_back(std::move(i->info));
+    }
+  };
+  for (const auto& layer : options_.layers) check_dir(layer, true);
+  check_dir(options_.dir, false);
+  return report;
 }
 
-std::uint64_t DiskStore::clear() {
-  const DirScan s = scan(options_.dir);
-  std::uint64_t removed = 0;
-  for (const auto& e : s.entries)
-    if (::unlink(e.path.c_str()) == 0) ++removed;
-  remove_stale_temps(s);
+Cleanup DiskStore::prune(std::uint64_t max_bytes) {
+  const TrustedDir d = open_dir(options_.dir, Create::no);
+  if (d.status() == TrustedDir::Status::missing) return {};
+  if (!d.ok()) throw std::runtime_error("flashjit cache: " + d.problem());
+  Cleanup c = remove_stale_temps(d, scan(d));
+  add(c, evict(d, max_bytes, {}));
+  return c;
+}
+
+Cleanup DiskStore::clear() {
+  const TrustedDir d = open_dir(options_.dir, Create::no);
+  if (d.status() == TrustedDir::Status::missing) return {};
+  if (!d.ok()) throw std::runtime_error("flashjit cache: " + d.problem());
+  const DirScan s = scan(d);
+  Cleanup c;
+  if (!s.error.empty()) c.failures.push_back(s.error);
+  for (const auto& e : s.entries) {
+    const Removal r = remove_file(d, e.name);
+    if (r.status == Removal::Status::removed) {
+      ++c.entries;
+      c.bytes += e.bytes;
+    } else if (r.status == Removal::Status::failed) {
+      c.failures.push_back(r.error);
+    }
+  }
+  add(c, remove_stale_temps(d, s));
   // Lock files nobody holds (left by killed processes). Locking one first means a holder is
   // never disturbed; FileLock unlinks the file on release.
   const fs::path lock_dir = lock_path(Key{std::string(64, '0')}).parent_path();
+  const TrustedDir locks = open_dir(lock_dir, Create::no);
   std::error_code ec;
-  for (fs::directory_iterator it(lock_dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string f = it->path().filename().string();
-    if (f.size() == 64 + 5 && f.ends_with(".lock") && is_key_hex(f.substr(0, 64))) {
-      FileLock stale(it->path(), 0);
+  if (locks.ok())
+    for (fs::directory_iterator it(lock_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string f = it->path().filename().string();
+      if (f.size() == 64 + 5 && f.ends_with(".lock") && is_key_hex(f.substr(0, 64)))
+        FileLock stale(lock_dir / f, 0, options_.sharing);
     }
-  }
-  return removed;
+  return c;
 }
 
-std::size_t DiskStore::export_to(const fs::path& dir) const {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw std::runtime_error("flashjit cache: cannot create export directory " + dir.string() + ": " + ec.message());
+std::size_t DiskStore::export_to(const fs::path& dir, const EntryCheck& check) const {
+  const TrustedDir out = open_dir(dir, Create::shipped);
+  if (!out.ok()) throw std::runtime_error("flashjit cache: cannot export to " + printable(dir.string()) + ": " + out.problem());
   std::set<std::string> done;  // the first valid copy of a key, in lookup order
-  auto copy = [&](const EntryInfo& info, const std::string& bytes) {
-    if (!info.valid || !done.insert(info.key).second) return;
-    const std::string error = publish_atomically(dir, info.path.filename().string(), bytes);
-    if (!error.empty()) throw std::runtime_error("flashjit cache: cannot export " + info.path.string() + ": " + error);
+  auto copy_dir = [&](const fs::path& from) {
+    const TrustedDir d = open_dir(from, Create::no);
+    if (!d.ok()) {
+      if (d.status() != TrustedDir::Status::missing) warn_once(from.string(), "flashjit cache: skipping " + d.problem());
+      return;
+    }
+    for (const auto& f : scan(d).entries) {
+      const auto parsed = parse_entry_file_name(f.name);
+      if (!parsed || done.count(parsed->key)) continue;
+      WholeEntry w = read_entry(d, f.name, check);
+      if (!w.header || canonical_name(*w.header) != f.name) continue;  // invalid: verify reports it
+      const std::string error = publish_atomically(out, f.name, w.bytes, entry_file_mode(Sharing{}));
+      if (!error.empty())
+        throw std::runtime_error("flashjit cache: cannot export " + printable((d.path() / f.name).string()) + ": " + error);
+      done.insert(w.header->key);
+    }
   };
-  for (const auto& layer : options_.layers) for_each_file(layer, true, copy);
-  for_each_file(options_.dir, false, copy);
+  for (const auto& layer : options_.layers) copy_dir(layer);
+  copy_dir(options_.dir);
   return done.size();
 }
 
-std::size_t DiskStore::import_from(const fs::path& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw std::runtime_error("flashjit cache: cannot import from " + dir.string() + ": not a directory");
-  std::size_t imported = 0;
-  const std::string error = for_each_file(dir, true, [&](const EntryInfo& info, const std::string& bytes) {
-    if (!info.valid) {
-      log(LogLevel::warn, "flashjit cache: not importing " + info.path.string() + ": " + info.problem);
-      return;
+ImportReport DiskStore::import_from(const fs::path& dir, const EntryCheck& check) {
+  const TrustedDir src = open_dir(dir, Create::no);
+  if (!src.ok()) throw std::runtime_error("flashjit cache: not importing from " + printable(dir.string()) + ": " + src.problem());
+  const TrustedDir dst = open_dir(options_.dir, Create::private_dir);
+  if (!dst.ok()) throw std::runtime_error("flashjit cache: cannot import into " + printable(options_.dir.string()) + ": " + dst.problem());
+  const DirScan s = scan(src);
+  if (!s.error.empty()) throw std::runtime_error("flashjit cache: " + s.error);
+  ImportReport report;
+  std::set<std::string> done;
+  for (const auto& f : s.entries) {
+    const std::string shown = printable((src.path() / f.name).string());
+    WholeEntry w = read_entry(src, f.name, check);
+    if (w.gone) continue;
+    if (!w.header) {
+      report.skipped.push_back(w.problem);
+      log(LogLevel::warn, "flashjit cache: not importing " + w.problem);
+      continue;
     }
-    const std::string e = publish_atomically(options_.dir, info.path.filename().string(), bytes);
-    if (!e.empty()) throw std::runtime_error("flashjit cache: cannot import " + info.path.string() + ": " + e);
-    ++imported;
-  });
-  if (!error.empty()) throw std::runtime_error("flashjit cache: " + error);
-  if (options_.max_bytes > 0) evict(options_.dir, options_.max_bytes, {});
-  return imported;
+    // Named from the verified contents, whatever the file was called.
+    const std::string name = canonical_name(*w.header);
+    if (!done.insert(w.header->key).second) {
+      report.notes.push_back(shown + ": another copy of " + name + ", imported once");
+      continue;
+    }
+    if (f.name != name) report.notes.push_back(shown + " is misnamed: imported as " + name);
+    const std::string e = publish_atomically(dst, name, w.bytes, entry_file_mode(options_.sharing));
+    if (!e.empty()) throw std::runtime_error("flashjit cache: cannot import " + shown + ": " + e);
+    ++report.imported;
+  }
+  for (const auto& n : report.notes) log(LogLevel::info, "flashjit cache: " + n);
+  if (options_.max_bytes > 0) evict(dst, options_.max_bytes, {});
+  return report;
 }
 
 }  // namespace flashjit::cache

@@ -1,5 +1,6 @@
 #include "cli/build.hpp"
 
+#include "cache/printable.hpp"
 #include "cli/format.hpp"
 #include "generator/generate.hpp"
 
@@ -11,32 +12,19 @@ KernelSource source_for(const Config& c, bool reference) {
   return reference ? generate_reference(c) : generate(c);
 }
 
-fs::path cache_file_of(const cache::DiskStore& store, const Artifact& a, bool* read_only) {
-  const cache::Key key{a.key};
-  std::error_code ec;
-  for (const auto& layer : store.options().layers) {
-    fs::path p = store.entry_path(layer, key, a.name);
-    if (fs::exists(p, ec)) {
-      if (read_only) *read_only = true;
-      return p;
-    }
-  }
-  if (read_only) *read_only = false;
-  fs::path p = store.entry_path(store.options().dir, key, a.name);
-  return fs::exists(p, ec) ? p : fs::path();
-}
-
 std::string status_text(const Artifact& a) {
   if (a.compiled) return "compiled in " + format_ms(a.compile_ms);
   return "cache hit (" + format_ms(a.load_ms) + "; compiled in " + format_ms(a.compile_ms) + " when built)";
 }
 
-nlohmann::json artifact_json(const Artifact& a, const fs::path& file) {
+nlohmann::json artifact_json(const Artifact& a) {
   nlohmann::json j;
   j["name"] = a.name;
   j["arch"] = a.config.value("arch", "");
   j["key"] = a.key;
-  j["file"] = file.empty() ? nlohmann::json(nullptr) : nlohmann::json(file.string());
+  j["file"] = a.cache_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(cache::printable(a.cache_file));
+  if (a.cache_read_only) j["read_only"] = true;
+  if (!a.store_error.empty()) j["store_error"] = a.store_error;
   j["status"] = a.compiled ? "compiled" : "hit";
   j["compile_ms"] = a.compile_ms;
   j["load_ms"] = a.load_ms;
@@ -53,14 +41,16 @@ nlohmann::json artifact_json(const Artifact& a, const fs::path& file) {
   return j;
 }
 
-std::string artifact_text(const Artifact& a, const fs::path& file, const std::string& in) {
+std::string artifact_text(const Artifact& a, const std::string& in) {
   const LaunchInfo& l = a.launch;
   const PtxasReport& r = a.ptxas;
   std::string s;
   s += in + "status      " + status_text(a) + "\n";
   s += in + "key         " + a.key + "\n";
-  s += in + "cache file  " + (file.empty() ? std::string("(not written: the cache directory is not writable)")
-                                           : file.string()) + "\n";
+  const std::string file = a.cache_file.empty()  ? "(not stored: " + a.store_error + ")"
+                           : a.cache_read_only ? cache::printable(a.cache_file) + " (read-only layer)"
+                                               : cache::printable(a.cache_file);
+  s += in + "cache file  " + file + "\n";
   std::string launch = l.family + ", " + std::to_string(l.threads) + " threads";
   if (l.block_m) launch += ", tile " + std::to_string(l.block_m) + "x" + std::to_string(l.block_n);
   if (l.cluster_m > 1) launch += ", clusters of " + std::to_string(l.cluster_m) + " CTAs sharing K/V";

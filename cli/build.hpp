@@ -17,17 +17,14 @@ namespace flashjit::cli {
 // The fast kernel's source (config resolved first) or the reference kernel's.
 KernelSource source_for(const Config& c, bool reference);
 
-// Where the entry of `a` lives: the first read-only layer holding it, else the writable
-// directory (empty when neither has the file, e.g. the directory is not writable).
-std::filesystem::path cache_file_of(const cache::DiskStore& store, const Artifact& a, bool* read_only = nullptr);
-
 // "compiled in 812 ms" / "cache hit (compiled in 812 ms when built)".
 std::string status_text(const Artifact& a);
 
-// Machine-readable description: name, arch, key, file, status, timings, ptxas report, launch.
-nlohmann::json artifact_json(const Artifact& a, const std::filesystem::path& file);
+// Machine-readable description: name, arch, key, file (null and store_error when it could not
+// be stored), status, timings, ptxas report, launch.
+nlohmann::json artifact_json(const Artifact& a);
 
 // Multi-line human description, each line indented by `indent`.
-std::string artifact_text(const Artifact& a, const std::filesystem::path& file, const std::string& indent);
+std::string artifact_text(const Artifact& a, const std::string& indent);
 
 }  // namespace flashjit::cli

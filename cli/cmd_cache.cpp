@@ -1,9 +1,11 @@
 // flashjit cache: inspect and maintain the on-disk kernel cache.
 #include "cache/env_options.hpp"
+#include "cache/printable.hpp"
 #include "cli/commands.hpp"
 #include "cli/errors.hpp"
 #include "cli/format.hpp"
 #include "cli/register.hpp"
+#include "runtime/artifact.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -30,11 +32,12 @@ std::string arch_of(const cache::EntryInfo& e) {
   if (!e.valid) return "";
   auto c = e.manifest.find("config");
   if (c == e.manifest.end() || !c->is_object()) return "";
-  return c->value("arch", "");
+  auto arch = c->find("arch");
+  return arch != c->end() && arch->is_string() ? cache::printable(arch->get<std::string>()) : "";
 }
 
 json entry_json(const cache::DiskStore& store, const cache::EntryInfo& e) {
-  json j = {{"name", e.name},        {"key", e.key},          {"path", e.path.string()},
+  json j = {{"name", e.name},        {"key", e.key},          {"path", cache::printable(e.path.string())},
             {"bytes", e.bytes},      {"last_used", e.last_used}, {"read_only", e.read_only},
             {"layer", layer_label(store, e)}, {"valid", e.valid}};
   if (!e.valid) j["problem"] = e.problem;
@@ -54,7 +57,7 @@ bool is_hex(const std::string& s) {
 
 void print_block(Context& ctx, const std::string& title, const json& j) {
   ctx.out << title << ":\n";
-  std::string text = j.dump(2);
+  std::string text = j.dump(2, ' ', /*ensure_ascii=*/true);
   std::string line;
   for (char c : text) {
     if (c == '\n') {
@@ -65,6 +68,17 @@ void print_block(Context& ctx, const std::string& title, const json& j) {
     }
   }
   if (!line.empty()) ctx.out << "  " << line << "\n";
+}
+
+// "  (not used: <why>)" for a directory the store skips, else "".
+std::string dir_note(const cache::DirInfo& d) {
+  if (d.status == cache::TrustedDir::Status::ok) return "";
+  if (d.status == cache::TrustedDir::Status::missing) return "  (does not exist)";
+  return "  (not used: " + d.problem + ")";
+}
+
+void print_failures(Context& ctx, const std::vector<std::string>& failures) {
+  for (const auto& f : failures) ctx.err << "error: " << f << "\n";
 }
 
 }  // namespace
@@ -81,17 +95,19 @@ int cmd_cache_path(bool layers, Context& ctx) {
 
 int cmd_cache_list(bool as_json, Context& ctx) {
   cache::DiskStore& store = ctx.cache();
-  const auto entries = store.list();
+  const auto entries = store.list(artifact_entry_check());
   if (as_json) {
     json a = json::array();
     for (const auto& e : entries) a.push_back(entry_json(store, e));
-    ctx.out << a.dump(2) << "\n";
+    ctx.out << a.dump(2, ' ', /*ensure_ascii=*/true) << "\n";
     return kOk;
   }
-  const auto& opt = store.options();
-  ctx.out << "writable  " << opt.dir.string() << "\n";
-  for (size_t i = 0; i < opt.layers.size(); ++i)
-    ctx.out << "layer " << (i + 1) << "   " << opt.layers[i].string() << " (read-only)\n";
+  const auto dirs = store.directories();
+  const cache::DirInfo& writable = dirs.back();
+  ctx.out << "writable  " << cache::printable(writable.path.string()) << dir_note(writable) << "\n";
+  for (size_t i = 0; i + 1 < dirs.size(); ++i)
+    ctx.out << "layer " << (i + 1) << "   " << cache::printable(dirs[i].path.string()) << " (read-only)"
+            << dir_note(dirs[i]) << "\n";
   if (entries.empty()) {
     ctx.out << "no entries\n";
     return kOk;
@@ -102,7 +118,7 @@ int cmd_cache_list(bool as_json, Context& ctx) {
   for (const auto& e : entries) {
     total += e.bytes;
     invalid += !e.valid;
-    rows.push_back({e.name.empty() ? e.path.filename().string() : e.name,
+    rows.push_back({e.name.empty() ? cache::printable(e.path.filename().string()) : e.name,
                     e.key.empty() ? "-" : e.key.substr(0, 12), format_bytes(e.bytes), format_age(e.last_used),
                     layer_label(store, e), e.valid ? "" : "INVALID: " + e.problem});
   }
@@ -115,7 +131,8 @@ int cmd_cache_list(bool as_json, Context& ctx) {
 
 int cmd_cache_info(const CacheInfoOptions& o, Context& ctx) {
   cache::DiskStore& store = ctx.cache();
-  const auto entries = store.list();
+  const cache::EntryCheck check = artifact_entry_check();
+  const auto entries = store.list(check);
   std::vector<const cache::EntryInfo*> matches;
   const bool hex = is_hex(o.what);
   for (const auto& e : entries) {
@@ -131,16 +148,18 @@ int cmd_cache_info(const CacheInfoOptions& o, Context& ctx) {
   for (const auto* m : matches)
     if (m->key != matches.front()->key) {
       std::vector<std::string> lines = {"\"" + o.what + "\" matches several kernels; name one by key:"};
-      for (const auto* c : matches) lines.push_back("  " + c->key + "  " + c->name + "  " + c->path.string());
+      for (const auto* c : matches)
+        lines.push_back("  " + c->key + "  " + c->name + "  " + cache::printable(c->path.string()));
       throw UsageError(lines);
     }
-  const cache::EntryInfo& e = *matches.front();
-  if (!e.valid) throw std::runtime_error(e.path.string() + " is invalid: " + e.problem);
+  // What is printed is checked in full first (the listing reads no binary).
+  const cache::EntryInfo e = store.inspect(*matches.front(), check);
+  if (!e.valid) throw std::runtime_error(cache::printable(e.path.string()) + " is invalid: " + e.problem);
   const json& m = e.manifest;
 
   if (o.source) {
     if (!m.contains("source") || !m["source"].is_string())
-      throw std::runtime_error(e.path.string() + ": the entry stores no source");
+      throw std::runtime_error(cache::printable(e.path.string()) + ": the entry stores no source");
     ctx.out << m["source"].get<std::string>();
     return kOk;
   }
@@ -151,17 +170,17 @@ int cmd_cache_info(const CacheInfoOptions& o, Context& ctx) {
   if (o.json) {
     json j = m;
     j.erase("source");
-    j["path"] = e.path.string();
+    j["path"] = cache::printable(e.path.string());
     j["bytes"] = e.bytes;
     j["last_used"] = e.last_used;
     j["read_only"] = e.read_only;
-    ctx.out << j.dump(2) << "\n";
+    ctx.out << j.dump(2, ' ', /*ensure_ascii=*/true) << "\n";
     return kOk;
   }
   std::vector<std::vector<std::string>> rows = {
       {"name", e.name},
       {"key", e.key},
-      {"file", e.path.string() + " (" + layer_label(store, e) + ")"},
+      {"file", cache::printable(e.path.string()) + " (" + layer_label(store, e) + ")"},
       {"size", format_bytes(e.bytes)},
       {"last used", format_time(e.last_used) + " (" + format_age(e.last_used) + ")"},
   };
@@ -184,55 +203,68 @@ int cmd_cache_info(const CacheInfoOptions& o, Context& ctx) {
 
 int cmd_cache_verify(bool remove, Context& ctx) {
   cache::DiskStore& store = ctx.cache();
-  const size_t checked = store.list().size();
-  const auto bad = store.verify(remove);
-  size_t kept = 0;
-  for (const auto& e : bad) {
-    std::string what = e.path.string() + ": " + e.problem;
-    if (remove && !e.read_only) what += " (removed)";
-    else {
+  const cache::VerifyReport report = store.verify(remove, artifact_entry_check());
+  size_t kept = 0, removed = 0;
+  for (const auto& d : report.skipped_dirs) ctx.out << "skipped  " << d << "\n";
+  for (const auto& e : report.bad) {
+    std::string what = cache::printable(e.path.string()) + ": " + e.problem;
+    if (e.removed) {
+      what += " (removed)";
+      ++removed;
+    } else {
       ++kept;
       if (e.read_only) what += " (read-only layer, left in place)";
+      else if (!e.remove_error.empty()) what += " (not removed: " + e.remove_error + ")";
     }
     ctx.out << "invalid  " << what << "\n";
   }
-  ctx.out << "checked " << checked << (checked == 1 ? " entry: " : " entries: ") << bad.size() << " invalid";
-  if (remove && !bad.empty()) ctx.out << ", " << (bad.size() - kept) << " removed";
+  ctx.out << "checked " << report.checked << (report.checked == 1 ? " entry: " : " entries: ") << report.bad.size()
+          << " invalid";
+  if (remove && !report.bad.empty()) ctx.out << ", " << removed << " removed";
+  if (!report.skipped_dirs.empty())
+    ctx.out << "; " << report.skipped_dirs.size()
+            << (report.skipped_dirs.size() == 1 ? " directory" : " directories") << " not checked";
   ctx.out << "\n";
-  return kept ? kFailure : kOk;
+  return kept || !report.skipped_dirs.empty() ? kFailure : kOk;
 }
 
 int cmd_cache_prune(const std::string& max_bytes, Context& ctx) {
   const std::uint64_t cap = cache::parse_byte_size("--max-bytes", max_bytes);
   cache::DiskStore& store = ctx.cache();
-  const std::uint64_t freed = store.prune(cap);
+  const cache::Cleanup c = store.prune(cap);
   std::uint64_t left = 0;
   for (const auto& e : store.list())
     if (!e.read_only) left += e.bytes;
-  ctx.out << "freed " << format_bytes(freed) << "; " << store.options().dir.string() << " now holds "
-          << format_bytes(left) << " (cap " << format_bytes(cap) << ")\n";
-  return kOk;
+  ctx.out << "freed " << format_bytes(c.bytes) << "; " << cache::printable(store.options().dir.string())
+          << " now holds " << format_bytes(left) << " (cap " << format_bytes(cap) << ")\n";
+  print_failures(ctx, c.failures);
+  return c.failures.empty() ? kOk : kFailure;
 }
 
 int cmd_cache_clear(Context& ctx) {
   cache::DiskStore& store = ctx.cache();
-  const std::uint64_t n = store.clear();
-  ctx.out << "removed " << n << (n == 1 ? " entry" : " entries") << " from " << store.options().dir.string() << "\n";
-  return kOk;
+  const cache::Cleanup c = store.clear();
+  ctx.out << "removed " << c.entries << (c.entries == 1 ? " entry" : " entries") << " from "
+          << cache::printable(store.options().dir.string()) << "\n";
+  print_failures(ctx, c.failures);
+  return c.failures.empty() ? kOk : kFailure;
 }
 
 int cmd_cache_export(const std::string& dir, Context& ctx) {
-  const size_t n = ctx.cache().export_to(dir);
-  ctx.out << "exported " << n << (n == 1 ? " entry" : " entries") << " to " << dir
-          << " (use it as a read-only layer: FLASHJIT_CACHE_PATH=" << fs::absolute(dir).string() << ")\n";
+  const size_t n = ctx.cache().export_to(dir, artifact_entry_check());
+  ctx.out << "exported " << n << (n == 1 ? " entry" : " entries") << " to " << cache::printable(dir)
+          << " (use it as a read-only layer: FLASHJIT_CACHE_PATH=" << cache::printable(fs::absolute(dir).string())
+          << ")\n";
   return kOk;
 }
 
 int cmd_cache_import(const std::string& dir, Context& ctx) {
-  const size_t n = ctx.cache().import_from(dir);
-  ctx.out << "imported " << n << (n == 1 ? " entry" : " entries") << " into " << ctx.cache().options().dir.string()
-          << "\n";
-  return kOk;
+  const cache::ImportReport r = ctx.cache().import_from(dir, artifact_entry_check());
+  for (const auto& n : r.notes) ctx.out << "note: " << n << "\n";
+  ctx.out << "imported " << r.imported << (r.imported == 1 ? " entry" : " entries") << " into "
+          << cache::printable(ctx.cache().options().dir.string()) << "\n";
+  for (const auto& s : r.skipped) ctx.err << "error: not imported: " << s << "\n";
+  return r.skipped.empty() ? kOk : kFailure;
 }
 
 void register_cache(CLI::App& parent, Context& ctx, Action& action) {

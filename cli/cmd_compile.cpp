@@ -21,11 +21,15 @@ int cmd_compile(const CompileOptions& o, Context& ctx) {
       const Config c = with_arch(base, arch);
       const KernelSource src = source_for(c, o.reference);
       const Artifact a = build_artifact(src, ctx.cache());
-      const auto file = cache_file_of(ctx.cache(), a);
       if (o.json) {
-        results.push_back(artifact_json(a, file));
+        results.push_back(artifact_json(a));
       } else {
-        ctx.out << a.name << " (" << src.arch << ")\n" << artifact_text(a, file, "  ");
+        ctx.out << a.name << " (" << src.arch << ")\n" << artifact_text(a, "  ");
+      }
+      // Compiled, but not into the cache: the command did not do what it is for.
+      if (!a.store_error.empty()) {
+        ctx.err << "error: " << arch << ": " << a.name << " compiled but not stored: " << a.store_error << "\n";
+        rc = kFailure;
       }
     } catch (...) {
       const int code = report_exception(std::current_exception(), ctx, arch);

@@ -113,7 +113,12 @@ int cmd_precompile(const PrecompileOptions& o, Context& ctx) {
           const Artifact a = build_artifact(item.source, store);
           r.status = a.compiled ? ItemStatus::compiled : ItemStatus::hit;
           r.key = a.key;
-          r.file = cache_file_of(store, a).string();
+          r.file = a.cache_file;
+          // A kernel that is not in the cache afterwards is not precompiled.
+          if (!a.store_error.empty()) {
+            r.status = ItemStatus::failed;
+            r.error = "compiled but not stored: " + a.store_error;
+          }
           r.compile_ms = a.compile_ms;
           r.load_ms = a.load_ms;
         } catch (...) {

@@ -65,23 +65,10 @@ cache::DiskStore& default_store() {
   return *store;
 }
 
-Artifact artifact_from_entry(const cache::Entry& e) {
-  const auto& m = e.manifest;
-  Artifact a;
-  a.name = m.at("name").get<std::string>();
-  a.key = m.at("key").get<std::string>();
-  a.launch = launch_info_from_json(m.at("launch"));
-  a.config = m.at("config");
-  a.ptxas = ptxas_report_from_json(m.at("ptxas"));
-  a.compile_ms = m.at("compile_ms").get<double>();
-  a.cubin = e.binary;
-  return a;
-}
-
 Artifact build_artifact(const KernelSource& src, cache::DiskStore& store) {
   auto start = std::chrono::steady_clock::now();
   const cache::Key key = artifact_key(src);
-  bool produced = false;
+  cache::Provenance where;
   cache::Entry entry;
   try {
     entry = store.get_or_create(key, src.name, [&] {
@@ -104,12 +91,15 @@ Artifact build_artifact(const KernelSource& src, cache::DiskStore& store) {
                     {"created_unix", static_cast<long long>(std::time(nullptr))},
                     {"source", compilation_source(src)}};
       return e;
-    }, &produced);
+    }, artifact_entry_check(), &where);
   } catch (const cache::MissError& e) {
     throw cache::MissError(std::string(e.what()) + "\n  config: " + src.config.dump());
   }
   Artifact a = artifact_from_entry(entry);
-  a.compiled = produced;
+  a.compiled = where.produced;
+  a.cache_file = where.file.string();
+  a.cache_read_only = where.read_only;
+  a.store_error = where.store_error;
   a.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return a;
 }

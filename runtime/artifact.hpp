@@ -25,6 +25,9 @@ struct Artifact {
   double compile_ms = 0;  // NVRTC time of the build that produced the cubin
   bool compiled = false;  // this call compiled it (a cache miss)
   double load_ms = 0;     // time this call spent (key + cache lookup or compile)
+  std::string cache_file;       // the entry's file: where it was found or stored; empty: not stored
+  bool cache_read_only = false;  // cache_file lies in a read-only layer
+  std::string store_error;      // compiled but not stored: why (the path and the system's reason)
 };
 
 // The key inputs: the flat source (every template included), the NVRTC identity, the compile
@@ -39,7 +42,13 @@ cache::DiskStore& default_store();
 // get-or-compile through `store`: one compile across racing threads and processes.
 Artifact build_artifact(const KernelSource& src, cache::DiskStore& store = default_store());
 
-// The artifact a cache entry holds (throws std::runtime_error naming a missing field).
+// "" when a manifest holds every field build_artifact() writes, with the right types and ranges
+// (and, unless key_hex is empty, that key); else the first field that does not.
+std::string artifact_manifest_problem(const nlohmann::json& manifest, const std::string& key_hex);
+// That check as the cache calls it: an entry it rejects is a miss that is rebuilt.
+cache::EntryCheck artifact_entry_check();
+
+// The artifact a cache entry holds (throws std::runtime_error naming a bad or missing field).
 Artifact artifact_from_entry(const cache::Entry& entry);
 
 }  // namespace flashjit

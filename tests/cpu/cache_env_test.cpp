@@ -14,28 +14,6 @@
 namespace flashjit::cache::test {
 namespace {
 
-// Sets (or unsets) environment variables for one test; restores them afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(std::initializer_list<std::pair<const char*, std::optional<std::string>>> vars) {
-    for (const auto& [name, value] : vars) {
-      const char* old = std::getenv(name);
-      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
-      if (value) ::setenv(name, value->c_str(), 1);
-      else ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    for (const auto& [name, value] : saved_) {
-      if (value) ::setenv(name.c_str(), value->c_str(), 1);
-      else ::unsetenv(name.c_str());
-    }
-  }
-
- private:
-  std::map<std::string, std::optional<std::string>> saved_;
-};
-
 const std::initializer_list<std::pair<const char*, std::optional<std::string>>> kClean = {
     {"FLASHJIT_CACHE_DIR", std::nullopt},     {"FLASHJIT_CACHE_PATH", std::nullopt},
     {"FLASHJIT_OFFLINE", std::nullopt},       {"FLASHJIT_CACHE_MAX_BYTES", std::nullopt},

@@ -160,11 +160,11 @@ const std::vector<Fault>& faults() {
        [](const fs::path& p, const fs::path&) { write_bytes(p, read_bytes(p) + "tail"); },
        "do not match the file size"},
       {"OtherKeysFile", [](const fs::path& p, const fs::path& other) { fs::copy_file(other, p, fs::copy_options::overwrite_existing); },
-       "checksum mismatch"},
+       "holds the entry of key"},
       {"ManifestNotJsonWithValidChecksum",
        [](const fs::path& p, const fs::path&) {
          const std::string key = parse_entry_file_name(p.filename().string())->key;
-         write_bytes(p, encode_entry_raw(key, "{\"tag\": ", "binary"));
+         write_bytes(p, encode_entry_raw(key, "victim", "{\"tag\": ", "binary"));
        },
        "not valid JSON"},
       {"Oversized", [](const fs::path& p, const fs::path&) { fs::resize_file(p, kMaxFileBytes + 1); },
@@ -436,10 +436,10 @@ TEST(CacheStore, PruneEvictsOldestFirstAndReportsBytes) {
     total += fs::file_size(store.entry_path(scratch.path(), key_of(k), k));
   }
   const std::uint64_t each = total / 5;
-  EXPECT_EQ(store.prune(total), 0u);
-  EXPECT_EQ(store.prune(total - 1), each);  // one entry goes: e0
+  EXPECT_EQ(store.prune(total).bytes, 0u);
+  EXPECT_EQ(store.prune(total - 1).bytes, each);  // one entry goes: e0
   EXPECT_FALSE(store.load(key_of("e0"), "e0").has_value());
-  EXPECT_EQ(store.prune(each * 2), each * 2);  // e1, e2
+  EXPECT_EQ(store.prune(each * 2).bytes, each * 2);  // e1, e2
   EXPECT_EQ(fjc_files(scratch.path()).size(), 2u);
   EXPECT_TRUE(store.load(key_of("e3"), "e3").has_value());
   EXPECT_TRUE(store.load(key_of("e4"), "e4").has_value());
@@ -487,6 +487,7 @@ TEST(CacheStore, ListAndVerifyReportBadFiles) {
   flip(store.entry_path(dir, key_of("b"), "b"), fs::file_size(store.entry_path(dir, key_of("b"), "b")) - 1);
   write_bytes(dir / "junk.fjc", "not an entry");
 
+  // A listing reads headers and manifests: the flipped last byte of b's binary is not seen.
   const auto all = store.list();
   ASSERT_EQ(all.size(), 4u);
   EXPECT_TRUE(all[0].read_only);
@@ -503,20 +504,24 @@ TEST(CacheStore, ListAndVerifyReportBadFiles) {
     if (i.path.filename() == "junk.fjc") {
       EXPECT_NE(i.problem.find("file name"), std::string::npos);
     }
-    if (i.name == "b") {
-      EXPECT_EQ(i.key, key_of("b").hex);
-      EXPECT_NE(i.problem.find("checksum"), std::string::npos);
-    }
   }
-  EXPECT_EQ(valid, 2);
+  EXPECT_EQ(valid, 3);
+  const auto b_listed = std::find_if(all.begin(), all.end(), [](const EntryInfo& i) { return i.name == "b"; });
+  ASSERT_NE(b_listed, all.end());
+  const EntryInfo b_checked = store.inspect(*b_listed);
+  EXPECT_FALSE(b_checked.valid);
+  EXPECT_EQ(b_checked.key, key_of("b").hex);
+  EXPECT_NE(b_checked.problem.find("checksum"), std::string::npos) << b_checked.problem;
 
-  auto bad = store.verify(false);
-  EXPECT_EQ(bad.size(), 2u);
+  auto report = store.verify(false);
+  EXPECT_EQ(report.checked, 4u);
+  EXPECT_EQ(report.bad.size(), 2u);
   EXPECT_EQ(fjc_files(dir).size(), 3u);
-  bad = store.verify(true);
-  EXPECT_EQ(bad.size(), 2u);
+  report = store.verify(true);
+  EXPECT_EQ(report.bad.size(), 2u);
+  for (const auto& b : report.bad) EXPECT_TRUE(b.removed) << b.path << ": " << b.remove_error;
   EXPECT_EQ(fjc_files(dir), std::vector<std::string>{"a." + key_of("a").hex + ".fjc"});
-  EXPECT_TRUE(store.verify(false).empty());
+  EXPECT_TRUE(store.verify(false).bad.empty());
 }
 
 TEST(CacheStore, ClearRemovesEntriesStaleTempsAndUnheldLocks) {
@@ -530,7 +535,9 @@ TEST(CacheStore, ClearRemovesEntriesStaleTempsAndUnheldLocks) {
   write_bytes(scratch / ".locks" / (key_of("x").hex + ".lock"), "");
   write_bytes(scratch / "unrelated.txt", "keep");
 
-  EXPECT_EQ(store.clear(), 3u);
+  const Cleanup cleared = store.clear();
+  EXPECT_EQ(cleared.entries, 3u);
+  EXPECT_TRUE(cleared.failures.empty());
   EXPECT_TRUE(fjc_files(scratch.path()).empty());
   EXPECT_FALSE(fs::exists(scratch / ".fjc-tmp.1.2.3.4"));
   EXPECT_TRUE(fs::exists(scratch / ".fjc-tmp.5.6.7.8"));  // may belong to a live writer
@@ -570,10 +577,10 @@ TEST(CacheStore, ExportImportRoundTrip) {
 
   // and importable into another cache
   DiskStore dst(options_for(scratch / "dst"));
-  EXPECT_EQ(dst.import_from(exported), 4u);
+  EXPECT_EQ(dst.import_from(exported).imported, 4u);
   EXPECT_EQ(fjc_files(scratch / "dst").size(), 4u);
   for (const char* k : {"p", "q"}) EXPECT_TRUE(same(*dst.load(key_of(k), k), make_entry(k)));
-  EXPECT_TRUE(dst.verify(false).empty());
+  EXPECT_TRUE(dst.verify(false).bad.empty());
 }
 
 TEST(CacheStore, ImportSkipsInvalidEntriesWithAWarning) {
@@ -588,9 +595,15 @@ TEST(CacheStore, ImportSkipsInvalidEntriesWithAWarning) {
 
   DiskStore dst(options_for(scratch / "dst"));
   LogCapture log;
-  EXPECT_EQ(dst.import_from(from), 2u);
+  const ImportReport r = dst.import_from(from);
+  EXPECT_EQ(r.imported, 2u);
+  ASSERT_EQ(r.skipped.size(), 1u);
+  EXPECT_NE(r.skipped[0].find(bad.string()), std::string::npos) << r.skipped[0];
   EXPECT_EQ(log.count_warnings({bad.string(), "not importing"}), 1u);
-  EXPECT_EQ(log.count_warnings({renamed.string(), "checksum"}), 1u);
+  // the copy under another key's name is good1's entry: imported once, under good1's name
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find(renamed.string()), std::string::npos) << r.notes[0];
+  EXPECT_EQ(fjc_files(scratch / "dst").size(), 2u);
   EXPECT_TRUE(dst.load(key_of("good1"), "good1").has_value());
   EXPECT_TRUE(dst.load(key_of("good2"), "good2").has_value());
   EXPECT_FALSE(dst.load(key_of("bad"), "bad").has_value());

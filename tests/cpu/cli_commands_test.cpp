@@ -248,27 +248,13 @@ TEST(CliPrecompile, BuildsAManifestInParallelWithDedupeAndShards) {
   EXPECT_TRUE(contains(dry.out, "rejected: group = 0")) << dry.out;
 }
 
-cache::Entry fake_entry(const std::string& name, const std::string& arch) {
-  cache::Entry e;
-  e.manifest = {{"name", name},
-                {"key", ""},
-                {"config", {{"arch", arch}}},
-                {"launch", {{"family", "sm80"}, {"threads", 128}}},
-                {"ptxas", {{"registers", 96}}},
-                {"compile_ms", 123.0},
-                {"created_unix", 1700000000},
-                {"source", "// source of " + name + "\n"}};
-  e.binary = std::string(1000, 'x') + name;
-  return e;
-}
-
 TEST(CliCache, ListInfoVerifyClearExportImport) {
   Scratch s;
   auto store = private_store(s / "cache");
   const cache::Key k1 = cache::KeyBuilder().add("t", "one").finish();
   const cache::Key k2 = cache::KeyBuilder().add("t", "two").finish();
-  ASSERT_TRUE(store->store(k1, "fwd_sm90a_test_one", fake_entry("fwd_sm90a_test_one", "sm_90a")));
-  ASSERT_TRUE(store->store(k2, "fwd_sm80_test_two", fake_entry("fwd_sm80_test_two", "sm_80")));
+  ASSERT_TRUE(store->store(k1, "fwd_sm90a_test_one", kernel_entry("fwd_sm90a_test_one", "sm_90a", k1)));
+  ASSERT_TRUE(store->store(k2, "fwd_sm80_test_two", kernel_entry("fwd_sm80_test_two", "sm_80", k2)));
 
   Outcome o = cli(store.get(), {"cache", "list"});
   ASSERT_EQ(o.code, 0) << o.err;

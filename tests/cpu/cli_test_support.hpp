@@ -6,6 +6,8 @@
 #include "cache/store.hpp"
 #include "cli/app.hpp"
 #include "cli/context.hpp"
+#include "generator/kernel_source.hpp"
+#include "runtime/ptxas_report.hpp"
 
 #include <gtest/gtest.h>
 #include <fcntl.h>
@@ -68,6 +70,28 @@ inline std::unique_ptr<cache::DiskStore> private_store(const fs::path& dir) {
   o.dir = dir;
   o.lock_timeout_s = 60;
   return std::make_unique<cache::DiskStore>(o);
+}
+
+// A cache entry shaped as build_artifact() writes it (every field the runtime checks), with a
+// small fake binary.
+inline cache::Entry kernel_entry(const std::string& name, const std::string& arch, const cache::Key& key) {
+  LaunchInfo launch;
+  launch.family = "sm80";
+  launch.entry = "fake_kernel";
+  launch.threads = 128;
+  PtxasReport ptxas;
+  ptxas.registers = 96;
+  cache::Entry e;
+  e.manifest = {{"name", name},
+                {"key", key.hex},
+                {"config", {{"arch", arch}}},
+                {"launch", to_json(launch)},
+                {"ptxas", to_json(ptxas)},
+                {"compile_ms", 123.0},
+                {"created_unix", 1700000000},
+                {"source", "// source of " + name + "\n"}};
+  e.binary = std::string(1000, 'x') + name;
+  return e;
 }
 
 struct Outcome {
