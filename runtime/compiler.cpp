@@ -1,5 +1,8 @@
 #include "runtime/compiler.hpp"
 
+#include "cache/entry_file.hpp"
+#include "cache/file_io.hpp"
+#include "cache/trusted_dir.hpp"
 #include "generator/templates.hpp"
 
 #include <nvrtc.h>
@@ -10,7 +13,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 namespace flashjit {
@@ -22,16 +24,31 @@ void check(nvrtcResult r, const char* call) {
     throw std::runtime_error(std::string(call) + " failed: " + nvrtcGetErrorString(r));
 }
 
+// The source of a failed compile, for the user to look at: written into a directory of the
+// user's own (<tmp>/flashjit-sources-<uid>, or FLASHJIT_DUMP_DIR), under a name nobody could
+// have guessed and linked first. Returns its path, or why it could not be written.
 std::string dump_source(const std::string& name, const std::string& source) {
   namespace fs = std::filesystem;
   const char* env = std::getenv("FLASHJIT_DUMP_DIR");
   std::error_code ec;
-  fs::path dir = env && *env ? fs::path(env) : fs::temp_directory_path(ec) / "flashjit";
-  fs::create_directories(dir, ec);
-  fs::path file = dir / (name + "." + std::to_string(::getpid()) + ".cu");
-  std::ofstream out(file, std::ios::binary);
-  out << source;
-  return out ? file.string() : std::string("(could not write source to ") + file.string() + ")";
+  fs::path tmp = fs::temp_directory_path(ec);
+  if (ec) tmp = "/tmp";
+  const bool chosen = env && *env;
+  const fs::path dir = chosen ? cache::private_place(env, "flashjit-sources", {})
+                              : tmp / ("flashjit-sources-" + std::to_string(::geteuid()));
+  cache::TrustedDir d = cache::TrustedDir::open(dir, {}, cache::Create::private_dir);
+  if (!d.ok() && !chosen) {
+    // someone else made that name first: a fresh private directory instead
+    std::string fresh = (tmp / "flashjit-sources-XXXXXX").string();
+    if (::mkdtemp(fresh.data())) d = cache::TrustedDir::open(fresh, {}, cache::Create::no);
+  }
+  if (!d.ok()) return "(not written: " + d.problem() + ")";
+  cache::CreatedFile f = cache::create_unique_file(d, cache::sanitize_name(name) + ".", ".cu", 0600);
+  if (!f.error.empty()) return "(not written: " + f.error + ")";
+  const std::string path = (d.path() / f.name).string();
+  if (!cache::write_all(f.fd.get(), source) || f.fd.close() != 0)
+    return "(not written: cannot write " + path + ": " + cache::errno_text(errno) + ")";
+  return path;
 }
 
 // Advisories that mean the kernel would silently run on a slow path.
