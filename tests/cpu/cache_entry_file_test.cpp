@@ -57,6 +57,13 @@ TEST(CacheEntryFile, LayoutIsAsDocumented) {
   EXPECT_NE(file_name_problem("fwd_x." + key_of("other").hex + ".fjc", *d.header).find("misnamed"), std::string::npos);
 }
 
+TEST(CacheEntryFile, TheDocumentedLayoutIsTheOneWritten) {
+  const std::string doc = read_bytes(fs::path(FLASHJIT_SOURCE_DIR) / "docs" / "cache.md");
+  EXPECT_NE(doc.find("format version, u32 little-endian (currently " + std::to_string(kFormatVersion) + ")"),
+            std::string::npos);
+  EXPECT_NE(doc.find("header size, u32 (" + std::to_string(kHeaderSize) + ")"), std::string::npos);
+}
+
 TEST(CacheEntryFile, EncodeNeverThrowsOnBadUtf8) {
   Entry e;
   e.manifest = {{"s", std::string("\xff\xfe")}};
