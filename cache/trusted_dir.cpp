@@ -170,7 +170,12 @@ TrustedDir TrustedDir::open(const fs::path& dir, const Sharing& sharing, Create 
     const bool last = i + 1 == parts.size();
     walked /= parts[i];
     bool made = false;
+    std::string untrusted_parent;  // nothing is created inside a directory someone else could write
     if (create != Create::no) {
+      struct stat parent {};
+      untrusted_parent = ::fstat(fd, &parent) == 0 ? write_problem(parent, sharing, true) : errno_text(errno);
+    }
+    if (create != Create::no && untrusted_parent.empty()) {
       made = ::mkdirat(fd, parts[i].c_str(), 0700) == 0;
       if (!made && errno != EEXIST) {
         const int err = errno;
@@ -188,6 +193,9 @@ TrustedDir TrustedDir::open(const fs::path& dir, const Sharing& sharing, Create 
     ::close(fd);
     fd = next;
     if (fd < 0) {
+      if (err == ENOENT && !untrusted_parent.empty())
+        return fail(Status::untrusted, shown + " is not trusted: " + printable(walked.parent_path().string()) +
+                                           " above it " + untrusted_parent);
       if (is_link)
         return fail(Status::untrusted, shown + " is not trusted: it is a symbolic link (name the directory itself)");
       // A file where a directory above should be: nothing can exist below it.

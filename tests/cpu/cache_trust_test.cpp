@@ -55,6 +55,7 @@ TEST(CacheTrust, AWritableDirectoryOthersCanWriteIsNeverUsed) {
   EXPECT_TRUE(where.file.empty());
   EXPECT_NE(where.store_error.find(dir.string()), std::string::npos) << where.store_error;
   EXPECT_GE(log.count_warnings({dir.string(), "writable by every user"}), 1u) << ::testing::PrintToString(log.warnings());
+  EXPECT_FALSE(fs::exists(dir / ".locks")) << "a lock directory was made inside it";
   EXPECT_TRUE(store.list().empty());
   EXPECT_EQ(store.verify(false).skipped_dirs.size(), 1u);
   EXPECT_THROW(store.clear(), std::runtime_error);
@@ -130,6 +131,13 @@ TEST(CacheTrust, ADirectoryAboveOthersCanWriteMakesItUntrustedUnlessSticky) {
   EXPECT_TRUE(DiskStore(options_for(dir)).load(key_of("a"), "a").has_value());
   // a sticky directory others can write is fine above, never as the cache itself
   EXPECT_EQ(TrustedDir::open(open, {}, Create::no).status(), TrustedDir::Status::untrusted);
+  // and nothing is created inside a directory others can write
+  ASSERT_EQ(::chmod(open.c_str(), 0777), 0);
+  const TrustedDir made = TrustedDir::open(open / "new" / "cache", {}, Create::private_dir);
+  EXPECT_EQ(made.status(), TrustedDir::Status::untrusted);
+  EXPECT_NE(made.problem().find(open.string() + " above it is writable by every user"), std::string::npos)
+      << made.problem();
+  EXPECT_FALSE(fs::exists(open / "new"));
 }
 
 TEST(CacheTrust, ACacheDirectoryThatIsALinkIsNotFollowed) {
