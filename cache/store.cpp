@@ -285,6 +285,14 @@ TrustedDir DiskStore::open_dir(const fs::path& dir, Create create) const {
   return TrustedDir::open(dir, options_.sharing, create);
 }
 
+bool DiskStore::usable(const TrustedDir& d, bool read_only) const {
+  if (d.ok()) return true;
+  if (d.status() != TrustedDir::Status::missing)
+    warn_once(d.path().string(), std::string("flashjit cache: skipping the ") +
+                                     (read_only ? "read-only layer" : "cache directory") + ": " + d.problem());
+  return false;
+}
+
 fs::path DiskStore::entry_path(const fs::path& dir, const Key& key, const std::string& name) const {
   return dir / entry_file_name(key, name);
 }
@@ -332,21 +340,18 @@ std::optional<Entry> DiskStore::load_impl(const Key& key, const std::string& nam
     if (rejected) *rejected += "; rejected " + problem;
     return std::nullopt;
   };
-  auto usable = [&](const TrustedDir& d, const char* what) {
-    if (d.ok()) return true;
-    if (d.status() != TrustedDir::Status::missing) {
-      warn_once(d.path().string(), std::string("flashjit cache: skipping the ") + what + ": " + d.problem());
-      if (rejected) *rejected += "; skipped " + d.problem();
-    }
-    return false;
+  auto skipped = [&](const TrustedDir& d, bool read_only) {
+    if (usable(d, read_only)) return false;
+    if (rejected && d.status() != TrustedDir::Status::missing) *rejected += "; skipped " + d.problem();
+    return true;
   };
   for (const auto& layer : options_.layers) {
     const TrustedDir d = open_dir(layer, Create::no);
-    if (!usable(d, "read-only layer")) continue;
+    if (skipped(d, true)) continue;
     if (auto e = try_dir(d, false)) return e;
   }
   const TrustedDir d = open_dir(options_.dir, Create::no);
-  if (!usable(d, "cache directory")) return std::nullopt;
+  if (skipped(d, false)) return std::nullopt;
   return try_dir(d, true);
 }
 
@@ -445,10 +450,7 @@ std::vector<EntryInfo> DiskStore::list(const EntryCheck& check) const {
   std::vector<EntryInfo> out;
   auto collect = [&](const fs::path& dir, bool read_only) {
     const TrustedDir d = open_dir(dir, Create::no);
-    if (!d.ok()) {
-      if (d.status() != TrustedDir::Status::missing) warn_once(dir.string(), "flashjit cache: skipping " + d.problem());
-      return;
-    }
+    if (!usable(d, read_only)) return;
     const DirScan s = scan(d);
     if (!s.error.empty()) log(LogLevel::warn, "flashjit cache: " + s.error);
     for (const auto& f : s.entries)
@@ -554,12 +556,9 @@ std::size_t DiskStore::export_to(const fs::path& dir, const EntryCheck& check) c
   const TrustedDir out = open_dir(dir, Create::shipped);
   if (!out.ok()) throw std::runtime_error("flashjit cache: cannot export to " + printable(dir.string()) + ": " + out.problem());
   std::set<std::string> done;  // the first valid copy of a key, in lookup order
-  auto copy_dir = [&](const fs::path& from) {
+  auto copy_dir = [&](const fs::path& from, bool read_only) {
     const TrustedDir d = open_dir(from, Create::no);
-    if (!d.ok()) {
-      if (d.status() != TrustedDir::Status::missing) warn_once(from.string(), "flashjit cache: skipping " + d.problem());
-      return;
-    }
+    if (!usable(d, read_only)) return;
     for (const auto& f : scan(d).entries) {
       const auto parsed = parse_entry_file_name(f.name);
       if (!parsed || done.count(parsed->key)) continue;
@@ -571,8 +570,8 @@ std::size_t DiskStore::export_to(const fs::path& dir, const EntryCheck& check) c
       done.insert(w.header->key);
     }
   };
-  for (const auto& layer : options_.layers) copy_dir(layer);
-  copy_dir(options_.dir);
+  for (const auto& layer : options_.layers) copy_dir(layer, true);
+  copy_dir(options_.dir, false);
   return done.size();
 }
 

@@ -167,6 +167,9 @@ class DiskStore {
                                  std::string* rejected, bool recheck, Provenance* where);
   std::filesystem::path lock_path(const Key& key) const;
   TrustedDir open_dir(const std::filesystem::path& dir, Create create) const;
+  // True when d can be used; otherwise warns (once per directory) why it is skipped, unless it
+  // does not exist.
+  bool usable(const TrustedDir& d, bool read_only) const;
   // Logs a warning the first time per DiskStore for `what`, at debug level after that.
   void warn_once(const std::string& what, const std::string& message) const;
 
