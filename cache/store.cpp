@@ -136,6 +136,13 @@ bool same_dir(const fs::path& a, const fs::path& b) {
   return fs::absolute(a, ec1).lexically_normal() == fs::absolute(b, ec2).lexically_normal();
 }
 
+// An EntryInfo's problem stands beside its path: "is a FIFO, not a regular file", not the path
+// again.
+std::string beside_path(std::string problem, const std::string& shown_path) {
+  if (problem.starts_with(shown_path + " ")) problem.erase(0, shown_path.size() + 1);
+  return problem;
+}
+
 struct Inspected {
   EntryInfo info;
   std::uint64_t dev = 0, ino = 0;  // of what sits at the name (0: nothing opened)
@@ -162,20 +169,21 @@ std::optional<Inspected> inspect_file(const TrustedDir& d, const DirFile& f, boo
   out.dev = file.dev;
   out.ino = file.ino;
   if (file.status == OpenedFile::Status::missing) return std::nullopt;  // removed since the scan
+  const std::string shown = printable(info.path.string());
   if (file.status == OpenedFile::Status::error) {
-    info.problem = file.error;
+    info.problem = beside_path(file.error, shown);
     return out;
   }
   const std::uint64_t size = static_cast<std::uint64_t>(file.st.st_size);
   info.bytes = size;
-  const std::string shown = printable(info.path.string());
   if (size > kMaxFileBytes) {
     info.problem = std::to_string(size) + " bytes, larger than any cache entry (" + std::to_string(kMaxFileBytes) + ")";
     return out;
   }
   std::string head, manifest_text;
-  info.problem = read_exactly(file.fd.get(), 0, static_cast<std::size_t>(std::min<std::uint64_t>(size, kHeaderSize)),
-                              &head, shown);
+  info.problem = beside_path(
+      read_exactly(file.fd.get(), 0, static_cast<std::size_t>(std::min<std::uint64_t>(size, kHeaderSize)), &head, shown),
+      shown);
   if (!info.problem.empty()) return out;
   HeaderCheck hc = parse_header(head, size);
   if (!hc.header) {
@@ -189,7 +197,8 @@ std::optional<Inspected> inspect_file(const TrustedDir& d, const DirFile& f, boo
     info.problem = std::move(why);
     return out;
   }
-  info.problem = read_exactly(file.fd.get(), kHeaderSize, static_cast<std::size_t>(h.manifest_bytes), &manifest_text, shown);
+  info.problem = beside_path(
+      read_exactly(file.fd.get(), kHeaderSize, static_cast<std::size_t>(h.manifest_bytes), &manifest_text, shown), shown);
   if (!info.problem.empty()) return out;
   if (full) {
     Sha256 sha;
@@ -197,8 +206,10 @@ std::optional<Inspected> inspect_file(const TrustedDir& d, const DirFile& f, boo
     sha.update(manifest_text);
     std::string chunk;
     for (std::uint64_t at = kHeaderSize + h.manifest_bytes; at < size; at += chunk.size()) {
-      info.problem = read_exactly(file.fd.get(), at, static_cast<std::size_t>(std::min<std::uint64_t>(kHashChunk, size - at)),
-                                  &chunk, shown);
+      info.problem = beside_path(
+          read_exactly(file.fd.get(), at, static_cast<std::size_t>(std::min<std::uint64_t>(kHashChunk, size - at)), &chunk,
+                       shown),
+          shown);
       if (!info.problem.empty()) return out;
       sha.update(chunk);
     }
