@@ -1,4 +1,5 @@
 // flashjit precompile: build every kernel a manifest lists into the cache, in parallel.
+#include "cache/file_io.hpp"
 #include "cache/log.hpp"
 #include "cli/build.hpp"
 #include "cli/commands.hpp"
@@ -10,6 +11,7 @@
 #include "runtime/compiler.hpp"
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -207,10 +209,13 @@ int cmd_precompile(const PrecompileOptions& o, Context& ctx) {
       list.push_back(std::move(e));
     }
     s["items"] = std::move(list);
+    errno = 0;
     std::ofstream f(o.json_summary, std::ios::binary | std::ios::trunc);
     f << s.dump(2) << "\n";
     f.close();
-    if (!f) throw std::runtime_error(o.json_summary + ": cannot write the JSON summary");
+    if (!f)
+      throw std::runtime_error(o.json_summary + ": cannot write the JSON summary" +
+                               (errno ? ": " + cache::errno_text(errno) : std::string()));
   }
   return failed || skipped ? kFailure : kOk;
 }
