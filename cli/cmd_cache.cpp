@@ -152,8 +152,13 @@ int cmd_cache_info(const CacheInfoOptions& o, Context& ctx) {
         lines.push_back("  " + c->key + "  " + c->name + "  " + cache::printable(c->path.string()));
       throw UsageError(lines);
     }
-  // What is printed is checked in full first (the listing reads no binary).
-  const cache::EntryInfo e = store.inspect(*matches.front(), check);
+  // What is printed is checked in full first (the listing reads no binary); as a lookup, the
+  // first valid copy wins.
+  cache::EntryInfo e = store.inspect(*matches.front(), check);
+  for (size_t i = 1; i < matches.size() && !e.valid; ++i) {
+    cache::EntryInfo next = store.inspect(*matches[i], check);
+    if (next.valid) e = std::move(next);
+  }
   if (!e.valid) throw std::runtime_error(cache::printable(e.path.string()) + " is invalid: " + e.problem);
   const json& m = e.manifest;
 

@@ -183,6 +183,22 @@ TEST(CliCache, HostileEntriesAreErrorsNotCrashes) {
   EXPECT_TRUE(contains(o.out, "INVALID: manifest field ptxas is missing")) << o.out;
 }
 
+TEST(CliCache, InfoShowsTheCopyALookupWouldLoad) {
+  Scratch s;
+  auto layer = private_store(s / "layer");
+  const fs::path broken = store_good_and_broken(*layer);
+  cache::StoreOptions o = layer->options();
+  o.dir = s / "cache";
+  o.layers = {s / "layer"};
+  cache::DiskStore store(o);
+  const cache::Key key = cache::KeyBuilder().add("t", "broken").finish();
+  ASSERT_TRUE(store.store(key, "broken", kernel_entry("broken", "sm_80", key)));
+  const Outcome info = cli(&store, {"cache", "info", "broken"});
+  EXPECT_EQ(info.code, 0) << info.err;
+  EXPECT_TRUE(contains(info.out, (s / "cache").string() + "/broken.")) << info.out;
+  EXPECT_FALSE(contains(info.out, broken.string())) << info.out;
+}
+
 TEST(CliCache, ImportReportsWhatItSkippedAndFails) {
   Scratch s;
   auto src = private_store(s / "from");
