@@ -101,6 +101,19 @@ std::string artifact_manifest_problem(const nlohmann::json& m, const std::string
     c.integer(*l, "launch.", "cluster_m", 1, INT_MAX);
     for (const char* k : {"persistent", "tile_counter", "uses_tma", "tma_store_o"}) c.field(*l, "launch.", k, Kind::boolean);
     c.integer(*l, "launch.", "lpt_l2_bytes", 0, LLONG_MAX);
+    // Further kernels of an operation: written only when there are some.
+    if (c.ok() && l->contains("passes")) {
+      const json& passes = l->at("passes");
+      if (!passes.is_array()) return "manifest field launch.passes is not an array";
+      for (std::size_t i = 0; i < passes.size() && c.ok(); ++i) {
+        const std::string where = "launch.passes[" + std::to_string(i) + "].";
+        if (!passes[i].is_object()) return "manifest field " + where.substr(0, where.size() - 1) + " is not an object";
+        c.field(passes[i], where, "role", Kind::string);
+        c.field(passes[i], where, "entry", Kind::string);
+        c.integer(passes[i], where, "threads", 1, 1024);
+        c.integer(passes[i], where, "smem_bytes", 0, INT_MAX);
+      }
+    }
   }
   if (const json* p = c.field(m, "", "ptxas", Kind::object)) {
     for (const char* k : {"registers", "spill_stores", "spill_loads", "stack_frame", "static_smem", "barriers"})

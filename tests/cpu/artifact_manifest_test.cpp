@@ -55,6 +55,12 @@ TEST(ArtifactManifest, EveryFieldTheRuntimeReadsIsChecked) {
       {"/ptxas/registers", "many", "ptxas.registers is not an integer"},
       {"/ptxas/advisories", json::array({1}), "ptxas.advisories is not an array of strings"},
       {"/key", std::string(64, 'b'), "not the entry's key"},
+      {"/launch/passes", 5, "launch.passes is not an array"},
+      {"/launch/passes", json::array({7}), "launch.passes[0] is not an object"},
+      {"/launch/passes", json::array({{{"role", "combine"}, {"entry", "c"}, {"threads", 0}, {"smem_bytes", 0}}}),
+       "launch.passes[0].threads is not an integer from 1 to 1024"},
+      {"/launch/passes", json::array({{{"role", "combine"}, {"threads", 64}, {"smem_bytes", 0}}}),
+       "launch.passes[0].entry is missing"},
   };
   for (const auto& c : cases) {
     json m = good_manifest(key);
@@ -68,6 +74,13 @@ TEST(ArtifactManifest, EveryFieldTheRuntimeReadsIsChecked) {
     }
   }
   EXPECT_NE(artifact_manifest_problem(json::array(), key).find("not a JSON object"), std::string::npos);
+  // an operation's further kernels, as the generator writes them, pass
+  LaunchInfo with_pass = launch_info_from_json(good_manifest(key)["launch"]);
+  with_pass.passes.push_back({"combine", "combine_kernel", 128, 0});
+  json m = good_manifest(key);
+  m["launch"] = to_json(with_pass);
+  EXPECT_EQ(artifact_manifest_problem(m, key), "");
+  EXPECT_EQ(artifact_from_entry(cache::Entry{m, "cubin"}).launch.passes.size(), 1u);
 }
 
 TEST(ArtifactManifest, AnEntryLackingAFieldIsCompiledAgainAndReplaced) {
