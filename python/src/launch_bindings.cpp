@@ -1,0 +1,96 @@
+// The warm attention path: a LaunchPlan holds a loaded kernel and every size and stride of one
+// call signature (built once by the torch layer); launch() then takes only the pointers and the
+// stream, as plain integers, and holds the GIL for the few microseconds it runs.
+#include "kernel_bindings.hpp"
+
+#include "device_context.hpp"
+
+#include <nanobind/stl/array.h>
+#include <nanobind/stl/optional.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+
+namespace flashjit::python {
+
+namespace {
+
+using Strides = std::array<int64_t, 3>;  // batch, row (sequence), head; elements
+
+Tensor strided(const Strides& s) { return Tensor{nullptr, s[0], s[1], s[2]}; }
+
+const void* ptr(uintptr_t p) { return reinterpret_cast<const void*>(p); }
+
+struct LaunchPlan {
+  LoadedKernel kernel;
+  AttentionArgs args;  // pointers left null
+
+  void launch(uintptr_t stream, uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, uintptr_t q_rope,
+              uintptr_t k_rope, uintptr_t lse, uintptr_t cu_seqlens_q, uintptr_t cu_seqlens_k,
+              uintptr_t tile_counter) const {
+    AttentionArgs a = args;
+    a.q.data = ptr(q);
+    a.k.data = ptr(k);
+    a.v.data = ptr(v);
+    a.o.data = ptr(o);
+    a.q_rope.data = ptr(q_rope);
+    a.k_rope.data = ptr(k_rope);
+    a.lse = reinterpret_cast<float*>(lse);
+    a.cu_seqlens_q = reinterpret_cast<const int*>(cu_seqlens_q);
+    a.cu_seqlens_k = reinterpret_cast<const int*>(cu_seqlens_k);
+    a.tile_counter = reinterpret_cast<int*>(tile_counter);
+    DeviceContext scope(kernel.device);
+    kernel.kernel->launch(a, reinterpret_cast<CUstream>(stream));
+  }
+};
+
+}  // namespace
+
+void register_launch(nb::module_& m) {
+  nb::class_<LaunchPlan>(m, "LaunchPlan", "One call signature of a loaded kernel: sizes and element strides")
+      .def(
+          "__init__",
+          [](LaunchPlan* self, const LoadedKernel& kernel, const Strides& q, const Strides& k, const Strides& v,
+             const Strides& o, std::optional<Strides> q_rope, std::optional<Strides> k_rope,
+             std::optional<std::array<int64_t, 2>> lse, int batch, int seqlen_q, int seqlen_k, int heads_q,
+             int heads_k, int total_q, int total_k, float softmax_scale, int window_left, int window_right) {
+            AttentionArgs a;
+            a.q = strided(q);
+            a.k = strided(k);
+            a.v = strided(v);
+            a.o = strided(o);
+            if (q_rope) a.q_rope = strided(*q_rope);
+            if (k_rope) a.k_rope = strided(*k_rope);
+            if (lse) {
+              a.lse_batch_stride = (*lse)[0];
+              a.lse_head_stride = (*lse)[1];
+            }
+            a.batch = batch;
+            a.seqlen_q = seqlen_q;
+            a.seqlen_k = seqlen_k;
+            a.heads_q = heads_q;
+            a.heads_k = heads_k;
+            a.total_q = total_q;
+            a.total_k = total_k;
+            a.softmax_scale = softmax_scale;
+            a.window_left = window_left;
+            a.window_right = window_right;
+            new (self) LaunchPlan{kernel, a};
+          },
+          nb::arg("kernel"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("o"), nb::arg("q_rope").none(),
+          nb::arg("k_rope").none(), nb::arg("lse").none(), nb::arg("batch"), nb::arg("seqlen_q"),
+          nb::arg("seqlen_k"), nb::arg("heads_q"), nb::arg("heads_k"), nb::arg("total_q") = 0,
+          nb::arg("total_k") = 0, nb::arg("softmax_scale") = 0.f, nb::arg("window_left") = -1,
+          nb::arg("window_right") = -1,
+          "Tensors are (batch, row, head) element strides (ragged tensors: batch ignored); lse is "
+          "(batch, head) strides or None; softmax_scale 0 selects 1/sqrt(head_dim.qk).")
+      .def_prop_ro("kernel", [](const LaunchPlan& p) { return p.kernel; })
+      .def("launch", &LaunchPlan::launch, nb::arg("stream"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
+           nb::arg("o"), nb::arg("q_rope"), nb::arg("k_rope"), nb::arg("lse"), nb::arg("cu_seqlens_q"),
+           nb::arg("cu_seqlens_k"), nb::arg("tile_counter"),
+           "Launches on `stream` (a CUstream as an integer; 0 is the legacy default stream) with "
+           "device pointers as integers (0: none). Checks every argument first (ArgumentError).");
+}
+
+}  // namespace flashjit::python

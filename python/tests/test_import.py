@@ -1,0 +1,72 @@
+"""The package imports without torch and without a GPU, and its stubs describe the extension."""
+
+import ast
+from pathlib import Path
+
+import flashjit
+from flashjit import _core
+
+from conftest import run_json
+
+
+def test_imports_without_torch_and_attention_says_why():
+    # torch made unimportable in a fresh interpreter: the core works, attention names torch.
+    out = run_json(
+        "import sys, json\n"
+        "sys.modules['torch'] = None\n"
+        "import flashjit\n"
+        "try:\n"
+        "    flashjit.attention(None, None, None)\n"
+        "    err = None\n"
+        "except ImportError as e:\n"
+        "    err = str(e)\n"
+        "c = flashjit.Config({'arch': 'sm_80'}).resolve()\n"
+        "print(json.dumps({'torch': flashjit.torch_available, 'err': err, 'family': c.to_dict()['tuning']['family'],"
+        " 'torch_loaded': 'flashjit._torch' in sys.modules}))"
+    )
+    assert out["torch"] is False
+    assert out["torch_loaded"] is False
+    assert out["err"] is not None and "torch" in out["err"]
+    assert out["family"] == "sm80"
+
+
+def test_imports_without_a_gpu_driver():
+    # No driver visible: everything but launches still works, and the reason is reported.
+    out = run_json(
+        "import json, flashjit\n"
+        "print(json.dumps({'gpu': flashjit.gpu_available(), 'reason': flashjit._core.gpu_unavailable_reason(),"
+        " 'name': flashjit.build({'arch': 'sm_80', 'head_dim': {'qk': 64, 'v': 64}}).name}))",
+        env={"CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert out["gpu"] is False
+    assert out["reason"]
+    assert out["name"].startswith("fwd_sm80_bf16_d64")
+
+
+def test_version_is_the_projects():
+    cmake = (Path(__file__).resolve().parents[2] / "CMakeLists.txt").read_text()
+    assert f"VERSION {flashjit.__version__} " in cmake
+
+
+def test_every_extension_name_has_a_stub():
+    stub = Path(flashjit.__file__).with_name("_core.pyi")
+    tree = ast.parse(stub.read_text())
+    stubbed = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    stubbed |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    stubbed = {name for name in stubbed if not name.startswith("_")}  # the stub's own aliases
+    public = {name for name in dir(_core) if not name.startswith("__")}
+    assert public - stubbed == set()
+    assert stubbed - public == set()
+    assert Path(flashjit.__file__).with_name("py.typed").exists()
+
+
+def test_errors_derive_from_flashjit_error_and_the_expected_builtin():
+    assert issubclass(flashjit.ConfigError, flashjit.Error) and issubclass(flashjit.ConfigError, ValueError)
+    assert issubclass(flashjit.ArgumentError, ValueError)
+    assert issubclass(flashjit.UsageError, ValueError)
+    assert issubclass(flashjit.CompileError, RuntimeError)
+    assert issubclass(flashjit.DriverError, RuntimeError)
+    assert issubclass(flashjit.NoDeviceError, RuntimeError)
+    assert issubclass(flashjit.CacheMissError, RuntimeError)
+    assert issubclass(flashjit.LockTimeout, TimeoutError)
+    assert issubclass(flashjit.PrecompileError, flashjit.Error)
