@@ -147,7 +147,7 @@ def generate(config: Config, flat: bool = False, reference: bool = False) -> str
     """The CUDA source of the config's kernel (flat: self-contained)."""
 
 def build(config: Config, seqlen_k: Optional[int] = None, reference: bool = False) -> str:
-    """Compiles or reads the cache without a GPU; the kernel's description (JSON)."""
+    """Compiles or reads the cache without a GPU ("native": this GPU); the kernel's description (JSON)."""
 
 def load_kernel(config: Config, seqlen_k: Optional[int] = None, device: int = -1) -> LoadedKernel:
     """The kernel loaded in ``device``'s primary context (-1: the current context)."""

@@ -102,13 +102,14 @@ def build(
 
     Args:
         config: a :class:`Config`, a dict or a path to a JSON config; its ``arch`` names the
-            target (``"native"`` is an error here: name one, or use :func:`get_kernel`).
+            target (``"native"``: this machine's GPU, which then must exist).
         arch: replaces the config's target.
         seqlen_k: choose tiles for this key length (``tuning.seqlen_hint``), as
             ``flashjit.attention`` does for its calls.
         reference: the fp32 reference kernel of the same problem.
 
-    Raises :class:`ConfigError`, :class:`CompileError`, :class:`CacheMissError` (offline mode).
+    Raises :class:`ConfigError`, :class:`CompileError`, :class:`CacheMissError` (offline mode),
+    :class:`NoDeviceError` (``"native"`` without a GPU).
     """
     cfg = load_config(config)
     if arch is not None:

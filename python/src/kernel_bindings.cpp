@@ -3,6 +3,7 @@
 #include "kernel_bindings.hpp"
 
 #include "cli/build.hpp"
+#include "cli/config_input.hpp"
 #include "device_context.hpp"
 #include "generator/arch.hpp"
 #include "generator/generate.hpp"
@@ -51,7 +52,7 @@ void register_kernels(nb::module_& m) {
 
   m.def("build",
         [](const Config& c, std::optional<long long> seqlen_k, bool reference) {
-          const Config target = with_hint(c, seqlen_k);
+          const Config target = with_hint(cli::with_arch(c), seqlen_k);  // "native": this machine's GPU
           const Artifact a = reference ? build_artifact(generate_reference(target)) : build(target);
           return describe(a, false);
         },
