@@ -197,3 +197,19 @@ def test_a_config_object_is_refused_by_torch_compile_with_the_way_out():
     t = meta(1, 8, 2, 64)
     with pytest.raises(Exception, match=r"config\.to_json\(\)"):
         torch.compile(layer, backend=Recorder(), fullgraph=True)(t, t, t)
+
+
+def test_torch_compile_of_cuda_tensors_traces_the_op():
+    # Fake CUDA tensors (no GPU needed): the compiled call is one graph holding the op, with the
+    # pinned config turned into its JSON text at trace time.
+    recorder = Recorder()
+
+    def layer(q, k, v):
+        return flashjit.attention(q, k, v, causal=True, config={"tuning": {"BN": 64}}) * 2
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        q = torch.empty(1, 8, 2, 64, device="cuda", dtype=BF16)
+        o = torch.compile(layer, backend=recorder, fullgraph=True)(q, q, q)
+    assert o.shape == (1, 8, 2, 64) and o.device.type == "cuda"
+    (call,) = recorder.op_calls()
+    assert json.loads(call.args[14]) == {"tuning": {"BN": 64}}
