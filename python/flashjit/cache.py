@@ -40,25 +40,37 @@ def list() -> list[dict[str, Any]]:  # noqa: A001
 
 
 def verify(remove: bool = False) -> list[dict[str, Any]]:
-    """Checks every entry (magic, format, sizes, key, checksum) and returns the invalid ones
-    (path, key, name, bytes, read_only, problem, removed). With ``remove`` those of the writable
-    directory are deleted; read-only layers are never touched."""
+    """Checks every entry (magic, format, sizes, key, checksum, manifest) and returns the invalid
+    ones (path, key, name, bytes, read_only, problem, removed, remove_error). With ``remove`` those
+    of the writable directory are deleted (``remove_error`` says why one could not be); read-only
+    layers are never touched."""
     return _core.cache_verify(remove)
+
+
+def _raise_failures(what: str, failures: list[str]) -> None:
+    if failures:
+        raise _core.Error(f"flashjit.cache.{what}: " + "; ".join(failures))
 
 
 def prune(max_bytes: int | str) -> int:
     """Evicts least recently used entries of the writable directory until it holds at most
-    ``max_bytes`` (an int, or a size such as ``"512M"``); returns the bytes freed."""
+    ``max_bytes`` (an int, or a size such as ``"512M"``); returns the bytes freed. Raises
+    ``flashjit.Error`` naming every file that could not be removed."""
     if isinstance(max_bytes, str):
         max_bytes = _core.parse_byte_size("max_bytes", max_bytes)
     if max_bytes < 0:
         raise ValueError(f"flashjit.cache.prune: max_bytes = {max_bytes}: must not be negative")
-    return _core.cache_prune(max_bytes)
+    freed, failures = _core.cache_prune(max_bytes)
+    _raise_failures("prune", failures)
+    return freed
 
 
 def clear() -> int:
-    """Deletes every entry of the writable directory; returns how many."""
-    return _core.cache_clear()
+    """Deletes every entry of the writable directory; returns how many. Raises ``flashjit.Error``
+    naming every file that could not be removed."""
+    removed, failures = _core.cache_clear()
+    _raise_failures("clear", failures)
+    return removed
 
 
 def export_to(directory: str | os.PathLike[str]) -> int:
@@ -68,5 +80,9 @@ def export_to(directory: str | os.PathLike[str]) -> int:
 
 
 def import_from(directory: str | os.PathLike[str]) -> int:
-    """Copies every valid entry of ``directory`` into the writable directory; returns how many."""
-    return _core.cache_import(os.fspath(directory))
+    """Copies every valid entry of ``directory`` into the writable directory, each named from its
+    verified contents; returns how many. Raises ``flashjit.Error`` naming every file that was not
+    imported (and why) after importing the others."""
+    imported, skipped = _core.cache_import(os.fspath(directory))
+    _raise_failures("import_from", skipped)
+    return imported

@@ -34,7 +34,7 @@ Config with_hint(const Config& c, std::optional<long long> seqlen_k) {
 }  // namespace
 
 std::string describe(const Artifact& a, bool loaded) {
-  nlohmann::json j = cli::artifact_json(a, cli::cache_file_of(default_store(), a));
+  nlohmann::json j = cli::artifact_json(a);
   j["launch"] = to_json(a.launch);
   j["config"] = a.config;
   j["loaded"] = loaded;

@@ -64,13 +64,13 @@ std::pair<int, std::string> precompile(const std::string& manifest, int jobs, co
 cache::DiskStore& store() { return default_store(); }
 
 nb::list verify(bool remove) {
-  std::vector<cache::EntryInfo> bad;
+  cache::VerifyReport report;
   {
     nb::gil_scoped_release release;
-    bad = store().verify(remove);
+    report = store().verify(remove, artifact_entry_check());
   }
   nb::list result;
-  for (const auto& e : bad) {
+  for (const auto& e : report.bad) {
     nb::dict d;
     d["path"] = e.path.string();
     d["key"] = e.key;
@@ -78,7 +78,8 @@ nb::list verify(bool remove) {
     d["bytes"] = e.bytes;
     d["read_only"] = e.read_only;
     d["problem"] = e.problem;
-    d["removed"] = remove && !e.read_only;
+    d["removed"] = e.removed;
+    d["remove_error"] = e.remove_error;
     result.append(d);
   }
   return result;
@@ -112,14 +113,33 @@ void register_tools(nb::module_& m) {
         nb::call_guard<nb::gil_scoped_release>(), "`flashjit cache list --json`: every entry of every layer.");
   m.def("cache_verify", &verify, nb::arg("remove") = false,
         "Checks every entry; returns the invalid ones (removing those of the writable directory if asked).");
-  m.def("cache_prune", [](std::uint64_t max_bytes) { return store().prune(max_bytes); }, nb::arg("max_bytes"),
-        nb::call_guard<nb::gil_scoped_release>(), "Evicts least recently used entries; returns the bytes freed.");
-  m.def("cache_clear", [] { return store().clear(); }, nb::call_guard<nb::gil_scoped_release>(),
-        "Deletes every entry of the writable directory; returns how many.");
-  m.def("cache_export", [](const std::string& dir) { return store().export_to(dir); }, nb::arg("dir"),
-        nb::call_guard<nb::gil_scoped_release>(), "Copies every valid entry to dir (a read-only layer to ship).");
-  m.def("cache_import", [](const std::string& dir) { return store().import_from(dir); }, nb::arg("dir"),
-        nb::call_guard<nb::gil_scoped_release>(), "Copies every valid entry of dir into the writable directory.");
+  m.def(
+      "cache_prune",
+      [](std::uint64_t max_bytes) {
+        const cache::Cleanup c = store().prune(max_bytes);
+        return std::make_pair(c.bytes, c.failures);
+      },
+      nb::arg("max_bytes"), nb::call_guard<nb::gil_scoped_release>(),
+      "Evicts least recently used entries: (bytes freed, removals that failed as 'path: why').");
+  m.def(
+      "cache_clear",
+      [] {
+        const cache::Cleanup c = store().clear();
+        return std::make_pair(c.entries, c.failures);
+      },
+      nb::call_guard<nb::gil_scoped_release>(),
+      "Deletes every entry of the writable directory: (entries removed, removals that failed).");
+  m.def("cache_export", [](const std::string& dir) { return store().export_to(dir, artifact_entry_check()); },
+        nb::arg("dir"), nb::call_guard<nb::gil_scoped_release>(),
+        "Copies every valid entry to dir (a read-only layer to ship); returns how many.");
+  m.def(
+      "cache_import",
+      [](const std::string& dir) {
+        const cache::ImportReport r = store().import_from(dir, artifact_entry_check());
+        return std::make_pair(r.imported, r.skipped);
+      },
+      nb::arg("dir"), nb::call_guard<nb::gil_scoped_release>(),
+      "Copies every valid entry of dir into the writable directory: (imported, files skipped as 'path: why').");
   m.def("parse_byte_size",
         [](const std::string& what, const std::string& text) { return cache::parse_byte_size(what, text); },
         nb::arg("what"), nb::arg("text"), "\"512M\", \"2G\", ... as bytes (powers of 1024).");

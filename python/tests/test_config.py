@@ -97,9 +97,14 @@ def test_parse_errors_name_the_json_path():
 
 
 def test_unsupported_features_are_rejected_by_name():
+    # Paged caches are the sm80 and decode families'; the sm90 family names the field.
     with pytest.raises(flashjit.ConfigError) as info:
-        flashjit.Config({"arch": "sm_90a", "kv_layout": {"paged": True, "page_size": 64}}).resolve()
+        flashjit.Config({"arch": "sm_90a", "kv_layout": {"paged": True, "page_size": 64},
+                         "tuning": {"family": "sm90"}}).resolve()
     assert "kv_layout.paged" in {i.path for i in info.value.issues}
+    with pytest.raises(flashjit.ConfigError) as info:
+        flashjit.Config({"arch": "sm_90a", "scales": {"q": "per_tensor"}}).resolve()
+    assert "scales" in {i.path for i in info.value.issues}
 
 
 def test_config_takes_only_dicts():
