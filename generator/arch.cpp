@@ -24,19 +24,61 @@ int sm_count_hint(int cc) {
 }
 }  // namespace
 
-std::optional<ArchInfo> parse_arch(const std::string& name) {
-  if (name.rfind("sm_", 0) != 0) return std::nullopt;
-  std::string rest = name.substr(3);
-  char suffix = 0;
+bool has_arch_variant(int cc, char suffix) {
+  if (suffix == 'a') return cc >= 90;
+  if (suffix == 'f') return cc >= 100;
+  return suffix == 0;
+}
+
+namespace {
+constexpr const char* kTargetForm = "a CUDA target sm_XY, sm_XYa or sm_XYf with XY >= 80 (e.g. sm_80, sm_90a, sm_100a)";
+
+// The compute capability and suffix of a well-formed name; "" or the broken rule in `problem`.
+int split_arch(const std::string& name, char& suffix, std::string& problem) {
+  suffix = 0;
+  if (name.rfind("compute_", 0) == 0) {
+    problem = "must be " + std::string(kTargetForm) + "; compute_XY names a virtual arch, and flashjit builds cubins";
+    return 0;
+  }
+  std::string rest = name.rfind("sm_", 0) == 0 ? name.substr(3) : std::string();
   if (!rest.empty() && (rest.back() == 'a' || rest.back() == 'f')) {
     suffix = rest.back();
     rest.pop_back();
   }
-  if (rest.size() < 2 || rest.size() > 3) return std::nullopt;
-  for (char c : rest)
-    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
-  int cc = std::stoi(rest);
-  if (cc < 80) return std::nullopt;
+  bool digits = rest.size() >= 2 && rest.size() <= 3 && rest[0] != '0';
+  for (char c : rest) digits = digits && std::isdigit(static_cast<unsigned char>(c));
+  if (!digits) {
+    problem = "must be " + std::string(kTargetForm);
+    return 0;
+  }
+  const int cc = std::stoi(rest);
+  if (cc < 80) {
+    problem = "flashjit needs sm_80 or newer (mma.sync with bf16, cp.async)";
+    return 0;
+  }
+  if (!has_arch_variant(cc, suffix)) {
+    const std::string base = "sm_" + rest;
+    problem = suffix == 'a' ? base + " has no 'a' variant: arch-specific targets exist from sm_90a on; use " + base
+                            : base + " has no 'f' variant: family targets exist from sm_100f on; use " + base +
+                                  (cc >= 90 ? " or " + base + "a" : "");
+    return 0;
+  }
+  return cc;
+}
+}  // namespace
+
+std::string arch_problem(const std::string& name) {
+  char suffix = 0;
+  std::string problem;
+  split_arch(name, suffix, problem);
+  return problem;
+}
+
+std::optional<ArchInfo> parse_arch(const std::string& name) {
+  char suffix = 0;
+  std::string problem;
+  const int cc = split_arch(name, suffix, problem);
+  if (!problem.empty()) return std::nullopt;
   ArchInfo a;
   a.major = cc / 10;
   a.minor = cc % 10;

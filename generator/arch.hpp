@@ -23,8 +23,15 @@ struct ArchInfo {
 };
 
 // Parses "sm_XY", "sm_XYa", "sm_XYf" (also "compute_" is rejected: flashjit always emits cubins).
-// Returns nullopt for anything else or an arch older than sm_80.
+// Returns nullopt for anything else, an arch older than sm_80, or a suffix the arch does not have.
 std::optional<ArchInfo> parse_arch(const std::string& name);
+
+// Why `name` is not a target parse_arch accepts (the rule it breaks), or "" when it is one.
+// Which compute capabilities a compiler knows is not decided here (the runtime asks NVRTC).
+std::string arch_problem(const std::string& name);
+
+// Arch-specific targets ('a') exist from sm_90 on, family targets ('f') from sm_100 on.
+bool has_arch_variant(int cc, char suffix);
 
 // The arch a device of compute capability major.minor should be compiled for (9.0 -> sm_90a).
 std::string arch_for_compute_capability(int major, int minor);

@@ -1,13 +1,14 @@
 #include "generator/config.hpp"
 
 #include "generator/element_types.hpp"
+#include "generator/excerpt.hpp"
+#include "generator/user_json.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <functional>
 #include <set>
-#include <sstream>
 
 namespace flashjit {
 
@@ -102,7 +103,10 @@ const EnumName<Scheduler> kSchedulers[] = {{Scheduler::automatic, "auto"},
                                            {Scheduler::persistent, "persistent"},
                                            {Scheduler::dynamic, "dynamic"}};
 
-std::string show(const json& v) { return v.dump(); }
+std::string show(const json& v) { return json_excerpt(v); }
+
+// A CUDA target name is a handful of characters; a longer string is not one, and is not kept.
+constexpr std::size_t kMaxArchChars = 32;
 
 // Walks one JSON object: typed reads that record issues instead of throwing, and a final check
 // that reports every key nobody read.
@@ -189,7 +193,7 @@ class ObjectReader {
   void check_unknown() {
     for (auto it = obj_.begin(); it != obj_.end(); ++it)
       if (!seen_.count(it.key()))
-        issues_.push_back({sub(it.key()), show(it.value()), "unknown key"});
+        issues_.push_back({sub(excerpt(it.key())), show(it.value()), "unknown key"});
   }
 
  private:
@@ -198,9 +202,12 @@ class ObjectReader {
       issue(key, v, "must be an integer");
       return;
     }
-    long long x = v.get<long long>();
-    if (x < -(1LL << 30) || x > (1LL << 30)) issue(key, v, "integer out of range");
-    else out = static_cast<int>(x);
+    // Unsigned values above INT64_MAX must not wrap to negative ones on the way.
+    const bool in_range = v.is_number_unsigned()
+                              ? v.get<unsigned long long>() <= (1ULL << 30)
+                              : v.get<long long>() >= -(1LL << 30) && v.get<long long>() <= (1LL << 30);
+    if (!in_range) issue(key, v, "integer out of range (at most 2^30 in magnitude)");
+    else out = static_cast<int>(v.get<long long>());
   }
 
   const json& obj_;
@@ -242,6 +249,10 @@ Config parse_config(const json& j) {
       r.issue("schema", *s, std::string("must be \"") + kConfigSchema + "\"");
   }
   r.read_string("arch", c.arch);
+  if (c.arch.size() > kMaxArchChars) {
+    r.issue("arch", c.arch, "not a CUDA target (longer than " + std::to_string(kMaxArchChars) + " characters)");
+    c.arch.clear();
+  }
   if (const json* d = r.object("dtype")) {
     ObjectReader dr(*d, "dtype", issues);
     dr.read_enum("qkv", kDTypes, c.dtype.qkv);
@@ -285,23 +296,28 @@ Config parse_config(const json& j) {
   return c;
 }
 
-Config parse_config_text(const std::string& text, const std::string& origin) {
-  json j;
+json parse_config_json(const std::string& text, const std::string& origin) {
   try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
-    throw ConfigError({{"", origin, std::string("not valid JSON: ") + e.what()}});
+    return parse_user_json(text, kMaxConfigBytes, "a config");
+  } catch (const JsonInputError& e) {  // too large, not JSON, too deep, a key repeated
+    if (e.path().empty()) throw ConfigError({{"", origin, e.rule()}});
+    throw ConfigError({{e.path(), "", e.rule()}});
   }
-  return parse_config(j);
 }
 
-Config load_config_file(const std::string& path) {
+Config parse_config_text(const std::string& text, const std::string& origin) {
+  return parse_config(parse_config_json(text, origin));
+}
+
+std::string read_config_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw ConfigError({{"", path, "cannot open config file"}});
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_config_text(ss.str(), path);
+  std::string text;
+  if (!read_at_most(f, kMaxConfigBytes, text)) throw ConfigError({{"", path, "read error"}});
+  return text;
 }
+
+Config load_config_file(const std::string& path) { return parse_config_text(read_config_file(path), path); }
 
 // ---- serialisation ----------------------------------------------------------------------------
 

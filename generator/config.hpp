@@ -125,9 +125,14 @@ class ConfigError : public std::runtime_error {
 };
 
 // JSON <-> Config. parse_config collects every shape/type/unknown-key problem before throwing.
+// Text is read within the bounds of generator/user_json.hpp (1 MiB, 64 levels of nesting, no
+// key twice in an object); `origin` names it in the errors.
 Config parse_config(const nlohmann::json& j);
 Config parse_config_text(const std::string& text, const std::string& origin = "config");
 Config load_config_file(const std::string& path);
+// The steps of the two above: the bounded text of a file, and that text as checked JSON.
+std::string read_config_file(const std::string& path);
+nlohmann::json parse_config_json(const std::string& text, const std::string& origin);
 nlohmann::json to_json(const Config& c);
 // Canonical text: sorted keys, no whitespace. Byte-identical for equal configs.
 std::string canonical_json(const Config& c);

@@ -46,8 +46,7 @@ class Sm80Family final : public KernelFamily {
     if (c.head_dim.rope > 0 && c.dtype.rope && *c.dtype.rope != c.dtype.qkv)
       return ConfigIssue{"dtype.rope", std::string("\"") + to_string(*c.dtype.rope) + "\"",
                          "the sm80 family needs rope columns in dtype.qkv"};
-    if (c.scales.any())
-      return ConfigIssue{"scales", "", "quantisation scales are not implemented yet"};
+    if (auto missing = unimplemented_features(c); !missing.empty()) return missing.front();
     return std::nullopt;
   }
 

@@ -103,9 +103,9 @@ class Sm90Family final : public KernelFamily {
       return ConfigIssue{"head_dim.rope", std::to_string(c.head_dim.rope),
                          "the sm90 family does not implement separate rope tensors yet"};
     if (c.kv_layout.paged)
-      return ConfigIssue{"kv_layout.paged", "true", "paged KV caches are not implemented yet"};
-    if (c.scales.any())
-      return ConfigIssue{"scales", "", "quantisation scales are not implemented yet"};
+      return ConfigIssue{"kv_layout.paged", "true",
+                         "the sm90 family reads contiguous caches (paged configs run on the sm80 family)"};
+    if (auto missing = unimplemented_features(c); !missing.empty()) return missing.front();
     return std::nullopt;
   }
 

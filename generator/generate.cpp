@@ -12,17 +12,29 @@ KernelSource generate(const Config& c) {
   return family(*r.tuning.family).emit(r, arch);
 }
 
-KernelSource generate_reference(const Config& c) {
+Config reference_problem(const Config& c) {
   // The reference depends on the problem only: family limits and tuning do not bind it.
   Config p = c;
   p.tuning = Tuning{};
   auto issues = check_problem(p);
+  if (p.dtype.qkv == DType::e4m3 || p.dtype.qkv == DType::e5m2)
+    issues.push_back({"dtype.qkv", std::string("\"") + to_string(p.dtype.qkv) + "\"",
+                      "the reference kernel computes on bf16 or fp16 inputs (fp8 is not implemented yet)"});
+  for (ConfigIssue& i : unimplemented_features(p)) {
+    i.rule = "the reference kernel cannot compute it: " + i.rule;
+    issues.push_back(std::move(i));
+  }
   if (!issues.empty()) throw ConfigError(issues);
+  return p;
+}
 
+std::string reference_name(const Config& problem) { return "ref" + readable_name(problem).substr(3); }
+
+KernelSource generate_reference(const Config& c) {
+  const Config p = reference_problem(c);
   ArchInfo arch = config_arch(p);
   KernelSource s;
-  std::string base = readable_name(p);
-  s.name = "ref" + base.substr(3);
+  s.name = reference_name(p);
   s.arch = arch.name;
   s.config = to_json(p);
   s.launch.family = "reference";

@@ -1,5 +1,6 @@
 #include "generator/resolve.hpp"
 
+#include "generator/excerpt.hpp"
 #include "generator/family.hpp"
 
 #include <algorithm>
@@ -20,9 +21,8 @@ void check_common(const Config& c, std::vector<ConfigIssue>& out) {
   if (c.arch == "native")
     bad("arch", quoted("native"), "\"native\" is resolved from the current GPU by the runtime; "
         "name a target such as \"sm_90a\" here");
-  else if (!parse_arch(c.arch))
-    bad("arch", quoted(c.arch.c_str()),
-        "must be a CUDA target sm_XY, sm_XYa or sm_XYf with XY >= 80 (e.g. sm_80, sm_90a, sm_100a)");
+  else if (const std::string why = arch_problem(c.arch); !why.empty())
+    bad("arch", quoted_excerpt(c.arch), why);
 
   const DTypes& d = c.dtype;
   if (d.qkv == DType::fp32)
@@ -118,6 +118,16 @@ ArchInfo config_arch(const Config& c) {
 std::vector<ConfigIssue> check_problem(const Config& c) {
   std::vector<ConfigIssue> issues;
   check_common(c, issues);
+  return issues;
+}
+
+std::vector<ConfigIssue> unimplemented_features(const Config& c) {
+  std::vector<ConfigIssue> issues;
+  const std::pair<const char*, ScaleGranularity> scales[] = {
+      {"scales.q", c.scales.q}, {"scales.k", c.scales.k}, {"scales.v", c.scales.v}};
+  for (const auto& [path, s] : scales)
+    if (s != ScaleGranularity::none)
+      issues.push_back({path, quoted(to_string(s)), "quantisation scales are not implemented yet"});
   return issues;
 }
 

@@ -12,6 +12,10 @@ namespace flashjit {
 // The family-independent rules only (what the problem itself must satisfy).
 std::vector<ConfigIssue> check_problem(const Config& c);
 
+// What the config describes but no kernel implements yet (quantisation scales): one issue per
+// field set. Every family rejects these, and so does the reference kernel.
+std::vector<ConfigIssue> unimplemented_features(const Config& c);
+
 // Every broken rule of `c`, family-independent and family-specific, without throwing. An arch of
 // "native" must be replaced by the caller first (only the runtime knows the device).
 std::vector<ConfigIssue> check_config(const Config& c);

@@ -1,5 +1,6 @@
 // Config parsing and validation: every rule, with valid and invalid values, and error messages
 // that name the field path, the value and the rule.
+#include "generator/arch.hpp"
 #include "generator/config.hpp"
 #include "generator/resolve.hpp"
 
@@ -248,6 +249,30 @@ TEST(Config, UnimplementedFeaturesAreRejectedByName) {
   json fp8 = base();
   fp8["dtype"]["qkv"] = "e4m3";
   EXPECT_TRUE(has_issue(issues_of(fp8), "dtype.qkv"));
+}
+
+// 'a' targets exist from sm_90 on and 'f' targets from sm_100 on; anything else is rejected with
+// the rule it breaks (NVRTC would only fail later).
+TEST(Config, ArchSuffixesFollowTheRulesOfEachArch) {
+  for (const char* good : {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_100f", "sm_103f",
+                           "sm_120a", "sm_121f"})
+    EXPECT_EQ(arch_problem(good), "") << good;
+  const std::pair<const char*, const char*> bad[] = {
+      {"sm_89a", "sm_89 has no 'a' variant"}, {"sm_80f", "sm_80 has no 'f' variant"},
+      {"sm_90f", "sm_90 has no 'f' variant"}, {"sm_86a", "from sm_90a on"},
+      {"sm_75", "sm_80 or newer"},           {"sm_090", "must be a CUDA target"},
+      {"compute_90a", "virtual arch"},       {"sm_9", "must be a CUDA target"},
+      {"sm_90af", "must be a CUDA target"}};
+  for (const auto& [arch, rule] : bad) {
+    EXPECT_FALSE(parse_arch(arch)) << arch;
+    json j = base();
+    j["arch"] = arch;
+    const auto issues = issues_of(j);
+    ASSERT_EQ(issues.size(), 1u) << arch;
+    EXPECT_EQ(issues[0].path, "arch");
+    EXPECT_EQ(issues[0].value, std::string("\"") + arch + "\"");
+    EXPECT_NE(issues[0].rule.find(rule), std::string::npos) << arch << ": " << issues[0].rule;
+  }
 }
 
 TEST(Config, ParseErrorsOfTextNameTheOrigin) {

@@ -32,6 +32,38 @@ TEST(Generator, SameConfigGivesByteIdenticalSource) {
   }
 }
 
+// The fp32 reference reads 16-bit Q, K, V from contiguous K/V and applies no scales: configs it
+// cannot compute are rejected field by field, as the fast kernels reject them.
+TEST(Generator, ReferenceRejectsWhatItCannotComputeByName) {
+  Config fp8 = example("default.json");
+  fp8.dtype.qkv = DType::e4m3;
+  Config paged = example("default.json");
+  paged.kv_layout = {true, 64};
+  Config scaled = example("default.json");
+  scaled.scales.k = ScaleGranularity::per_head;
+  scaled.scales.v = ScaleGranularity::per_tensor;
+  const std::pair<Config, std::vector<std::string>> cases[] = {
+      {fp8, {"dtype.qkv"}}, {paged, {"kv_layout.paged"}}, {scaled, {"scales.k", "scales.v"}}};
+  for (const auto& [c, fields] : cases) {
+    std::vector<std::string> paths;
+    try {
+      generate_reference(c);
+      ADD_FAILURE() << "generated a reference for " << canonical_json(c);
+    } catch (const ConfigError& e) {
+      for (const auto& i : e.issues()) {
+        paths.push_back(i.path);
+        EXPECT_NE(i.rule.find("not implemented"), std::string::npos) << i.message();
+      }
+    }
+    EXPECT_EQ(paths, fields);
+    // The fast path rejects the same fields.
+    const auto fast = check_config(c);
+    ASSERT_FALSE(fast.empty());
+    EXPECT_EQ(fast[0].path, fields[0]);
+  }
+  EXPECT_NO_THROW(generate_reference(example("mla_rope.json")));
+}
+
 TEST(Generator, DifferentConfigsGiveDifferentEntries) {
   Config a = example("default.json"), b = a;
   b.lse = true;
