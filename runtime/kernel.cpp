@@ -8,6 +8,7 @@
 #include "runtime/device.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/family_host.hpp"
+#include "runtime/nvrtc_targets.hpp"
 #include "runtime/tile_counters.hpp"
 #include "runtime/workspaces.hpp"
 
@@ -185,6 +186,7 @@ std::shared_ptr<const Kernel> get_kernel(const Config& config) {
   const DeviceInfo& dev = current_device();
   Config c = for_device(config, dev);
   return table().get_or_create({dev.context, Kind::as_given, c}, [&] {
+    check_nvrtc_target(c.arch);
     Config resolved = resolve(c);
     return table().get_or_create({dev.context, Kind::resolved, resolved}, [&] {
       Artifact a = build_artifact(generate(resolved));
@@ -203,6 +205,7 @@ std::shared_ptr<const Kernel> get_reference_kernel(const Config& config) {
   const DeviceInfo& dev = current_device();
   Config c = for_device(config, dev);
   return table().get_or_create({dev.context, Kind::reference, c}, [&] {
+    check_nvrtc_target(c.arch);
     KernelSource src = generate_reference(c);
     Artifact a = build_artifact(src);
     Config problem = c;
@@ -211,6 +214,9 @@ std::shared_ptr<const Kernel> get_reference_kernel(const Config& config) {
   });
 }
 
-Artifact build(const Config& config) { return build_artifact(generate(config)); }
+Artifact build(const Config& config) {
+  check_nvrtc_target(config.arch);
+  return build_artifact(generate(config));
+}
 
 }  // namespace flashjit

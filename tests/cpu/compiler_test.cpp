@@ -5,6 +5,8 @@
 #include "generator/resolve.hpp"
 #include "runtime/artifact.hpp"
 #include "runtime/compiler.hpp"
+#include "runtime/flashjit.hpp"
+#include "runtime/nvrtc_targets.hpp"
 #include "runtime/ptxas_report.hpp"
 
 #include <gtest/gtest.h>
@@ -160,6 +162,25 @@ TEST(CacheKey, ChangesWithEveryInput) {
   relaunched.launch.lpt_l2_bytes += 1 << 20;
   EXPECT_EQ(relaunched.unit, src.unit);
   EXPECT_NE(artifact_key(relaunched).hex, k0);
+}
+
+// Well-formed targets this NVRTC does not know are rejected by name before anything is compiled.
+TEST(NvrtcTargets, UnknownTargetsAreRejectedNamingTheSupportedOnes) {
+  const auto issues = nvrtc_target_issues("sm_999");
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].path, "arch");
+  EXPECT_EQ(issues[0].value, "\"sm_999\"");
+  for (const char* listed : {"sm_80", "sm_90a", "sm_100f"})
+    EXPECT_NE(issues[0].rule.find(listed), std::string::npos) << issues[0].rule;
+  for (const char* absent : {"sm_75", "sm_89a", "sm_90f"})
+    EXPECT_EQ((", " + nvrtc_target_list() + ",").find(std::string(" ") + absent + ","), std::string::npos) << absent;
+  for (const char* known : {"sm_80", "sm_90a", "sm_100a"}) EXPECT_TRUE(nvrtc_target_issues(known).empty()) << known;
+  EXPECT_TRUE(nvrtc_target_issues("sm_89a").empty()) << "malformed names are check_config's";
+
+  Config c;
+  c.arch = "sm_999";
+  EXPECT_TRUE(check_config(c).empty()) << "the generator knows no NVRTC";
+  EXPECT_THROW(build(c), ConfigError);
 }
 
 }  // namespace
