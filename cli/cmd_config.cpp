@@ -5,6 +5,7 @@
 #include "cli/register.hpp"
 #include "generator/resolve.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/nvrtc_targets.hpp"
 
 #include "cli/config_schema.inc"  // generated: kEmbeddedConfigSchema
 
@@ -29,12 +30,7 @@ namespace {
 // Every broken rule of one config file: what does not parse, then the rules of what does.
 std::vector<ConfigIssue> validate_one(const std::string& file, const std::string& arch, std::string& summary) {
   std::vector<ConfigIssue> issues;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_config_text(file));
-  } catch (const nlohmann::json::exception& e) {  // parse errors and number overflow
-    return {{"", file, std::string("not valid JSON: ") + e.what()}};
-  }
+  const nlohmann::json j = parse_config_json(read_config_text(file), file);
   std::vector<std::string> removed;
   Config c = parse_config_collecting(j, issues, removed);
   for (const auto& i : issues)
@@ -60,6 +56,8 @@ std::vector<ConfigIssue> validate_one(const std::string& file, const std::string
   }
   const bool parsed = issues.empty();
   for (const auto& i : check_config(c))
+    if (keep(i)) issues.push_back(i);
+  for (const auto& i : nvrtc_target_issues(c.arch))
     if (keep(i)) issues.push_back(i);
   if (parsed && issues.empty()) {
     const Config r = resolve(c);

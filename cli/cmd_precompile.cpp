@@ -112,7 +112,7 @@ int cmd_precompile(const PrecompileOptions& o, Context& ctx) {
         r.error = item.error;
       } else {
         try {
-          const Artifact a = build_artifact(item.source, store);
+          const Artifact a = build_artifact(source_for(item.config, item.reference), store);
           r.status = a.compiled ? ItemStatus::compiled : ItemStatus::hit;
           r.key = a.key;
           r.file = a.cache_file;
@@ -198,7 +198,7 @@ int cmd_precompile(const PrecompileOptions& o, Context& ctx) {
                           {"kind", it.reference ? "reference" : "fwd"},
                           {"origin", it.origin},
                           {"status", status_name(r.status)},
-                          {"config", it.source.config}};
+                          {"config", to_json(it.config)}};
       if (!r.key.empty()) e["key"] = r.key;
       if (!r.file.empty()) e["file"] = r.file;
       if (r.status == ItemStatus::compiled || r.status == ItemStatus::hit) {

@@ -1,11 +1,11 @@
 #include "cli/config_input.hpp"
 
+#include "generator/user_json.hpp"
 #include "runtime/device.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/nvrtc_targets.hpp"
 
-#include <fstream>
 #include <iostream>
-#include <iterator>
 
 namespace flashjit::cli {
 
@@ -15,10 +15,10 @@ Config load_config_input(const std::string& path) {
 }
 
 std::string read_config_text(const std::string& path) {
-  if (path == "-") return std::string((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw ConfigError({{"", path, "cannot open config file"}});
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (path != "-") return read_config_file(path);
+  std::string text;
+  if (!read_at_most(std::cin, kMaxConfigBytes, text)) throw ConfigError({{"", "<stdin>", "read error"}});
+  return text;
 }
 
 namespace {
@@ -70,6 +70,7 @@ std::string native_arch() {
 Config with_arch(Config c, const std::string& arch) {
   if (!arch.empty()) c.arch = arch;
   if (c.arch == "native") c.arch = native_arch();
+  check_nvrtc_target(c.arch);
   return c;
 }
 

@@ -26,7 +26,7 @@ Config parse_config_collecting(const nlohmann::json& j, std::vector<ConfigIssue>
 std::string native_arch();
 
 // `arch` replaces the config's arch (when not empty); "native", from either, becomes
-// native_arch().
+// native_arch(). Throws ConfigError when the linked NVRTC cannot compile for the target.
 Config with_arch(Config c, const std::string& arch = "");
 
 }  // namespace flashjit::cli

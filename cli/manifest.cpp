@@ -3,14 +3,16 @@
 #include "cli/config_input.hpp"
 #include "cli/errors.hpp"
 #include "generator/arch.hpp"
+#include "generator/excerpt.hpp"
 #include "generator/generate.hpp"
 #include "generator/resolve.hpp"
+#include "generator/user_json.hpp"
+#include "runtime/nvrtc_targets.hpp"
 
 #include <fnmatch.h>
 
 #include <algorithm>
 #include <fstream>
-#include <iterator>
 #include <set>
 #include <unordered_set>
 
@@ -22,20 +24,26 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-constexpr size_t kMaxMatrixItems = 100000;
+// A vary value as it appears in an item's origin, and the most the whole label may take: every
+// expanded item keeps its label.
+constexpr size_t kLabelValueChars = 40;
+constexpr size_t kMaxLabelChars = 240;
+// A matrix can break one rule in each of its configs; the first lines say enough.
+constexpr size_t kMaxIssueLines = 100;
 
-std::string show(const ojson& v) {
-  std::string s = v.dump();
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-}
+std::string show(const ojson& v) { return json_excerpt(json::parse(v.dump())); }
 
 json plain(const ojson& o) { return json::parse(o.dump()); }
 
-bool read_text(const fs::path& p, std::string& out) {
+// At most max_bytes + 1 bytes of the file (more is too large anyway); false when unreadable.
+bool read_text(const fs::path& p, size_t max_bytes, std::string& out) {
   std::ifstream f(p, std::ios::binary);
-  if (!f) return false;
-  out.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  return !f.bad();
+  return f && read_at_most(f, max_bytes, out);
+}
+
+// "origin: path: rule" lines of a JsonInputError.
+std::string json_problem(const std::string& where, const JsonInputError& e) {
+  return where + ": " + (e.path().empty() ? "" : e.path() + ": ") + e.rule();
 }
 
 class ManifestParser {
@@ -45,9 +53,9 @@ class ManifestParser {
   Manifest parse(const std::string& text) {
     ojson j;
     try {
-      j = ojson::parse(text);
-    } catch (const ojson::exception& e) {
-      throw UsageError(origin_ + ": not valid JSON: " + e.what());
+      j = parse_user_json<ojson>(text, kMaxManifestBytes, "a manifest");
+    } catch (const JsonInputError& e) {
+      throw UsageError(json_problem(origin_, e));
     }
     if (!j.is_object()) throw UsageError(origin_ + ": a manifest must be a JSON object");
 
@@ -55,7 +63,7 @@ class ManifestParser {
     std::set<std::string> known = {"schema", "archs", "reference", "configs", "matrix", "exclude", "description"};
     for (auto it = j.begin(); it != j.end(); ++it)
       if (!known.count(it.key()))
-        issue(it.key(), "unknown key (known: schema, description, archs, reference, configs, matrix, exclude)");
+        issue(excerpt(it.key()), "unknown key (known: schema, description, archs, reference, configs, matrix, exclude)");
 
     auto schema = j.find("schema");
     if (schema == j.end()) issue("schema", std::string("missing; must be \"") + kManifestSchema + "\"");
@@ -71,10 +79,15 @@ class ManifestParser {
         for (size_t i = 0; i < a->size(); ++i) {
           const ojson& v = (*a)[i];
           const std::string p = "archs[" + std::to_string(i) + "]";
-          if (!v.is_string()) issue(p, show(v) + ": must be a string");
-          else if (v.get<std::string>() != "native" && !parse_arch(v.get<std::string>()))
-            issue(p, show(v) + ": not a CUDA target sm_XY, sm_XYa or sm_XYf with XY >= 80");
-          else m.archs.push_back(v.get<std::string>());
+          if (!v.is_string()) {
+            issue(p, show(v) + ": must be a string");
+            continue;
+          }
+          const std::string arch = v.get<std::string>();
+          std::string why = arch == "native" ? "" : arch_problem(arch);
+          for (const auto& i : nvrtc_target_issues(arch)) why = i.rule;
+          if (!why.empty()) issue(p, show(v) + ": " + why);
+          else m.archs.push_back(arch);
         }
       }
     }
@@ -98,8 +111,9 @@ class ManifestParser {
           for (const auto& e : entries) {
             std::string file;
             ojson cj;
+            if (!make_room(1, p)) break;
             if (!config_json(e, p, cj, file)) continue;
-            add_config(m, plain(cj), file.empty() ? p : p + " (" + file + ")");
+            add_config(m, plain(cj), file.empty() ? p : p + " (" + excerpt(file, 200) + ")");
           }
         }
       }
@@ -113,12 +127,18 @@ class ManifestParser {
     if (j.find("configs") == j.end() && j.find("matrix") == j.end())
       issue("", "lists no kernels: add \"configs\" and/or \"matrix\"");
 
+    if (dropped_issues_)
+      issues_.push_back(origin_ + ": " + std::to_string(dropped_issues_) + " more problems not shown");
     if (!issues_.empty()) throw UsageError(issues_);
     return m;
   }
 
  private:
   void issue(const std::string& path, const std::string& what) {
+    if (issues_.size() >= kMaxIssueLines) {
+      ++dropped_issues_;
+      return;
+    }
     issues_.push_back(origin_ + ": " + (path.empty() ? "" : path + ": ") + what);
   }
 
@@ -129,7 +149,7 @@ class ManifestParser {
     const fs::path pat(pattern);
     const std::string dir_part = pat.parent_path().string();
     if (is_pattern(dir_part)) {
-      issue(path, "\"" + pattern + "\": wildcards are allowed in the file name only");
+      issue(path, quoted_excerpt(pattern, 200) + ": wildcards are allowed in the file name only");
       return {};
     }
     const fs::path dir = pat.parent_path().is_absolute() ? pat.parent_path() : base_ / pat.parent_path();
@@ -142,7 +162,7 @@ class ManifestParser {
         out.push_back((pat.parent_path() / f).string());
     }
     std::sort(out.begin(), out.end());
-    if (out.empty()) issue(path, "\"" + pattern + "\" matches no file in " + dir.string());
+    if (out.empty()) issue(path, quoted_excerpt(pattern, 200) + " matches no file in " + excerpt(dir.string(), 200));
     return out;
   }
 
@@ -159,22 +179,35 @@ class ManifestParser {
     file = v.get<std::string>();
     fs::path p = fs::path(file).is_absolute() ? fs::path(file) : base_ / file;
     std::string text;
-    if (!read_text(p, text)) {
-      issue(path, "cannot read config file " + p.string());
+    if (!read_text(p, kMaxConfigBytes, text)) {
+      issue(path, "cannot read config file " + excerpt(p.string(), 200));
       return false;
     }
     try {
-      out = ojson::parse(text);
-    } catch (const ojson::exception& e) {
-      issue(path, p.string() + ": not valid JSON: " + e.what());
+      out = parse_user_json<ojson>(text, kMaxConfigBytes, "a config");
+    } catch (const JsonInputError& e) {
+      issue(path, json_problem(excerpt(p.string(), 200), e));
       return false;
     }
     return true;
   }
 
+  // Counts `n` more configs against the manifest's total; false (with an issue) past the limit.
+  bool make_room(size_t n, const std::string& path) {
+    if (configs_ + n > kMaxManifestItems) {
+      if (!over_limit_)
+        issue(path, "brings the manifest to " + std::to_string(configs_ + n) + " configs; at most " +
+                        std::to_string(kMaxManifestItems) + " in all (configs and every matrix together)");
+      over_limit_ = true;
+      return false;
+    }
+    configs_ += n;
+    return true;
+  }
+
   bool add_config(Manifest& m, const json& j, const std::string& origin) {
     try {
-      m.configs.push_back({parse_config(j), origin, {}});
+      m.configs.push_back({parse_config(j), origin, nullptr});
       return true;
     } catch (const ConfigError& e) {
       for (const auto& i : e.issues()) issue(origin, issue_line(i));
@@ -189,7 +222,7 @@ class ManifestParser {
     }
     for (auto it = entry.begin(); it != entry.end(); ++it)
       if (it.key() != "base" && it.key() != "vary" && it.key() != "exclude")
-        issue(path + "." + it.key(), "unknown key (known: base, vary, exclude)");
+        issue(path + "." + excerpt(it.key()), "unknown key (known: base, vary, exclude)");
 
     ojson base = ojson::object();
     std::string base_file;
@@ -205,20 +238,22 @@ class ManifestParser {
       }
       for (auto it = v->begin(); it != v->end(); ++it) {
         if (!it.value().is_array() || it.value().empty()) {
-          issue(path + ".vary." + it.key(), "must be a non-empty array of values");
+          issue(path + ".vary." + excerpt(it.key()), "must be a non-empty array of values");
           return;
         }
         axes.emplace_back(it.key(), std::vector<ojson>(it.value().begin(), it.value().end()));
         total *= it.value().size();
-        if (total > kMaxMatrixItems) {
-          issue(path + ".vary", "expands to more than " + std::to_string(kMaxMatrixItems) + " configs");
+        if (total > kMaxManifestItems) {
+          issue(path + ".vary", "expands to more than " + std::to_string(kMaxManifestItems) + " configs");
           return;
         }
       }
     }
-    std::vector<Exclusion> excludes;
+    if (!make_room(total, path)) return;
+    // Shared by every config of the matrix: one copy, however many configs it expands to.
+    auto excludes = std::make_shared<std::vector<Exclusion>>();
     if (auto x = entry.find("exclude"); x != entry.end())
-      if (!read_excludes(*x, path + ".exclude", excludes)) return;
+      if (!read_excludes(*x, path + ".exclude", *excludes)) return;
 
     // Odometer over the axes; the last axis varies fastest.
     std::vector<size_t> pos(axes.size(), 0);
@@ -230,18 +265,20 @@ class ManifestParser {
         const json value = plain(axes[a].second[pos[a]]);
         const std::string err = set_dotted(j, axes[a].first, value);
         if (!err.empty()) {
-          issue(path + ".vary." + axes[a].first, err);
+          issue(path + ".vary." + excerpt(axes[a].first), err);
           ok = false;
         }
-        label += (label.empty() ? "" : ", ") + axes[a].first + "=" + value.dump();
+        if (label.size() <= kMaxLabelChars)
+          label += (label.empty() ? "" : ", ") + excerpt(axes[a].first, kLabelValueChars) + "=" +
+                   json_excerpt(value, kLabelValueChars);
       }
       for (size_t a = axes.size(); a-- > 0;) {
         if (++pos[a] < axes[a].second.size()) break;
         pos[a] = 0;
       }
       if (!ok) return;  // the same path fails for every combination
-      std::string origin = path + (base_file.empty() ? "" : " (" + base_file + ")");
-      if (!label.empty()) origin += " {" + label + "}";
+      std::string origin = path + (base_file.empty() ? "" : " (" + excerpt(base_file, 200) + ")");
+      if (!label.empty()) origin += " {" + excerpt(label, kMaxLabelChars) + "}";
       Config c;
       try {
         c = parse_config(j);
@@ -271,6 +308,9 @@ class ManifestParser {
   fs::path base_;
   std::string origin_;
   std::vector<std::string> issues_;
+  size_t dropped_issues_ = 0;
+  size_t configs_ = 0;  // expanded so far, against kMaxManifestItems
+  bool over_limit_ = false;
 };
 
 }  // namespace
@@ -297,13 +337,15 @@ bool excluded(const json& config, const std::vector<Exclusion>& excludes) {
 
 std::string set_dotted(json& j, const std::string& path, const json& value) {
   if (path.empty()) return "empty field path";
+  if (std::count(path.begin(), path.end(), '.') >= kMaxJsonDepth)
+    return "field path " + quoted_excerpt(path) + " has more than " + std::to_string(kMaxJsonDepth) + " parts";
   json* cur = &j;
   size_t start = 0;
   while (true) {
     const size_t dot = path.find('.', start);
     const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (part.empty()) return "malformed field path \"" + path + "\"";
-    if (!cur->is_object()) return "\"" + path.substr(0, start ? start - 1 : 0) + "\" is not an object";
+    if (part.empty()) return "malformed field path " + quoted_excerpt(path);
+    if (!cur->is_object()) return quoted_excerpt(path.substr(0, start ? start - 1 : 0)) + " is not an object";
     if (dot == std::string::npos) {
       json& target = (*cur)[part];
       if (value.is_object() && target.is_object()) target.merge_patch(value);
@@ -338,7 +380,7 @@ Manifest parse_manifest(const std::string& text, const fs::path& base_dir, const
 
 Manifest load_manifest(const std::string& path) {
   std::string text;
-  if (!read_text(path, text)) throw UsageError(path + ": cannot read the manifest");
+  if (!read_text(path, kMaxManifestBytes, text)) throw UsageError(path + ": cannot read the manifest");
   fs::path dir = fs::path(path).parent_path();
   if (dir.empty()) dir = ".";
   return parse_manifest(text, dir, path);
@@ -346,6 +388,14 @@ Manifest load_manifest(const std::string& path) {
 
 Plan make_plan(const Manifest& m, const std::vector<std::string>& archs_override) {
   const std::vector<std::string>& archs = archs_override.empty() ? m.archs : archs_override;
+  const size_t targets = std::max<size_t>(1, archs.size()), kinds = m.reference ? 2 : 1;
+  // Each factor is at most kMaxManifestItems (configs) or a command line's worth: no overflow.
+  const size_t total = m.configs.size() * targets * kinds;
+  if (total > kMaxManifestItems)
+    throw UsageError("the manifest expands to " + std::to_string(total) + " kernels (" +
+                     std::to_string(m.configs.size()) + " configs x " + std::to_string(targets) +
+                     (targets == 1 ? " target" : " targets") + (kinds == 2 ? " x 2 with the references" : "") +
+                     "); at most " + std::to_string(kMaxManifestItems) + " in all");
   Plan plan;
   std::unordered_set<std::string> seen;
   auto add = [&](PlanItem item, const std::string& identity) {
@@ -363,7 +413,7 @@ Plan make_plan(const Manifest& m, const std::vector<std::string>& archs_override
       Config c = mc.config;
       c.arch = arch;
       const json as_written = to_json(c);
-      if (excluded(as_written, mc.excludes) || excluded(as_written, m.excludes)) {
+      if ((mc.excludes && excluded(as_written, *mc.excludes)) || excluded(as_written, m.excludes)) {
         ++plan.excluded;
         continue;
       }
@@ -373,21 +423,19 @@ Plan make_plan(const Manifest& m, const std::vector<std::string>& archs_override
         item.arch = arch;
         item.reference = reference;
         item.origin = mc.origin;
+        // Resolved here, generated when compiled: a planned item holds its config, not its source.
         try {
           c = with_arch(c);
           item.arch = c.arch;
-          item.source = reference ? generate_reference(c) : generate(c);
-          item.name = item.source.name;
-          const std::string identity = std::string(reference ? "ref|" : "fwd|") + item.source.arch + "|" +
-                                       item.source.config.dump();
+          item.config = reference ? reference_problem(c) : resolve(c);
+          item.name = reference ? reference_name(item.config) : readable_name(item.config);
+          const std::string identity = std::string(reference ? "ref|" : "fwd|") + canonical_json(item.config);
           add(std::move(item), identity);
         } catch (const std::exception& e) {
           item.error = one_line(e);
+          item.config = c;
           item.name = (reference ? "ref" : "fwd") + readable_name(c).substr(3);
-          item.source.name = item.name;
-          item.source.config = to_json(c);
-          const std::string identity = std::string(reference ? "ref-err|" : "err|") + canonical_json(c);
-          add(std::move(item), identity);
+          add(std::move(item), std::string(reference ? "ref-err|" : "err|") + canonical_json(c));
         }
       }
     }

@@ -11,22 +11,26 @@
 //    "exclude": [{"tuning.family": "sm90", "arch": ["sm_80", "sm_100a"]}]}
 //
 // A plan expands the manifest (configs in order, then each matrix, first vary key slowest) times
-// the archs, generates every kernel, drops duplicates (same resolved config and target) and
-// records configs a family rejects as failures with the reason.
+// the archs, resolves every kernel, drops duplicates (same resolved config and target) and
+// records configs a family rejects as failures with the reason. Sources are generated only when
+// an item is compiled. A manifest holds at most kMaxManifestItems configs, and its plan at most
+// that many kernels, in all.
 #pragma once
 
 #include "generator/config.hpp"
-#include "generator/kernel_source.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace flashjit::cli {
 
 inline constexpr const char* kManifestSchema = "flashjit.manifest.v1";
+inline constexpr std::size_t kMaxManifestItems = 100000;
 
 // An exclusion: dotted field paths and values (an array value: any of them). A config whose
 // JSON (as written, defaults filled, arch set to the target) matches every pair is dropped.
@@ -35,7 +39,7 @@ using Exclusion = nlohmann::json;
 struct ManifestConfig {
   Config config;
   std::string origin;  // "configs[1] (a.json)", "matrix[0] {head_dim.qk=64, mask=\"causal\"}"
-  std::vector<Exclusion> excludes;  // its matrix's
+  std::shared_ptr<const std::vector<Exclusion>> excludes;  // its matrix's (shared), or null
 };
 
 struct Manifest {
@@ -54,7 +58,8 @@ Manifest parse_manifest(const std::string& text, const std::filesystem::path& ba
 Manifest load_manifest(const std::string& path);
 
 // Sets a dotted path ("head_dim.qk") in a JSON object, creating intermediate objects; an object
-// value is merged into an object already there. Returns an error text, empty on success.
+// value is merged into an object already there. Returns an error text, empty on success (a path
+// of more than kMaxJsonDepth parts is one).
 std::string set_dotted(nlohmann::json& j, const std::string& path, const nlohmann::json& value);
 // The value at a dotted path, or nullptr.
 const nlohmann::json* get_dotted(const nlohmann::json& j, const std::string& path);
@@ -65,7 +70,9 @@ struct PlanItem {
   bool reference = false;
   std::string origin;   // where in the manifest it came from
   std::string error;    // non-empty: rejected (a failure, never compiled)
-  KernelSource source;  // when !error.empty(), only name and config are set
+  // What is compiled: the resolved config, or the reference's problem (reference_problem());
+  // as written (arch set) when rejected. cli/build.hpp's source_for() generates its source.
+  Config config;
 };
 
 struct Plan {
@@ -76,7 +83,7 @@ struct Plan {
 };
 
 // `archs` (from --arch) replaces the manifest's archs when not empty; with neither, each config
-// keeps its own arch.
+// keeps its own arch. Throws UsageError when the plan would exceed kMaxManifestItems kernels.
 Plan make_plan(const Manifest& m, const std::vector<std::string>& archs);
 
 struct Shard {

@@ -1,8 +1,10 @@
 // Precompile manifests: parsing, matrix expansion, exclusion, deduplication, sharding. No NVRTC.
 #ifdef FLASHJIT_CLI_PATH  // built with the flashjit command (FLASHJIT_BUILD_CLI)
 
+#include "cli/build.hpp"
 #include "cli/errors.hpp"
 #include "cli/manifest.hpp"
+#include "generator/generate.hpp"
 #include "cli_test_support.hpp"
 
 #include <set>
@@ -97,7 +99,7 @@ TEST(CliManifest, ExpandsMatricesInOrderAndExcludes) {
   const Plan p = make_plan(m, {});
   EXPECT_EQ(p.excluded, 2u);  // causal fp16, both head dims
   for (const auto& it : p.items)
-    EXPECT_FALSE(it.source.config["mask"] == "causal" && it.source.config["dtype"]["qkv"] == "fp16") << it.name;
+    EXPECT_FALSE(it.config.mask == Mask::causal && it.config.dtype.qkv == DType::fp16) << it.name;
 }
 
 const char* kPlanManifest = R"({
@@ -127,8 +129,14 @@ TEST(CliManifest, PlanDropsDuplicatesAndRecordsRejections) {
       EXPECT_EQ(it.arch, "sm_80");
       EXPECT_TRUE(contains(it.error, "sm90 family needs the sm_90a target")) << it.error;
     } else {
-      EXPECT_FALSE(it.source.unit.empty());
-      EXPECT_EQ(it.source.arch, it.arch);
+      // The plan holds the resolved config; its source, generated when compiled, matches it.
+      EXPECT_TRUE(it.config.tuning.family.has_value()) << it.name;
+      const KernelSource src = source_for(it.config, it.reference);
+      EXPECT_EQ(src.arch, it.arch);
+      EXPECT_EQ(src.name, it.name);
+      Config as_written = m.configs[0].config;
+      as_written.arch = it.arch;
+      if (it.config.head_dim.qk == 128) EXPECT_EQ(src.unit, generate(as_written).unit);
     }
   }
   EXPECT_EQ(rejected, 1u);
