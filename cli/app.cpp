@@ -6,6 +6,8 @@
 #include "cli/register.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 namespace flashjit::cli {
 
@@ -24,7 +26,9 @@ CLI::Option* add_single_arch_option(CLI::App& app, std::string& arch) {
       ->type_name("ARCH");
 }
 
-int run_cli(const std::vector<std::string>& args, Context& ctx) {
+namespace {
+
+int run_command(const std::vector<std::string>& args, Context& ctx) {
   CLI::App app{
       "flashjit: FlashAttention kernels generated from a JSON config and compiled at run time.\n"
       "Generate and inspect sources, compile through the cache, precompile caches for shipping,\n"
@@ -80,6 +84,24 @@ int run_cli(const std::vector<std::string>& args, Context& ctx) {
     return kUsage;
   }
   return guarded(ctx, action);
+}
+
+// A command whose results did not reach their destination (a full disk, a closed pipe) failed,
+// whatever it computed.
+int check_output(Context& ctx, int rc) {
+  errno = 0;
+  ctx.out.flush();
+  if (!ctx.out.fail()) return rc;
+  const int err = errno;
+  ctx.err << "error: cannot write to " << ctx.out_name << (err ? std::string(": ") + std::strerror(err) : "")
+          << "; the command's output is incomplete\n";
+  return rc == kOk ? kFailure : rc;
+}
+
+}  // namespace
+
+int run_cli(const std::vector<std::string>& args, Context& ctx) {
+  return check_output(ctx, run_command(args, ctx));
 }
 
 int run_cli(int argc, const char* const* argv, Context& ctx) {

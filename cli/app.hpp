@@ -8,7 +8,8 @@
 
 namespace flashjit::cli {
 
-// `args` without the program name. Returns the exit code; never throws.
+// `args` without the program name. Returns the exit code; never throws. Output that cannot be
+// written to ctx.out (checked when the command is done) makes it a failure.
 int run_cli(const std::vector<std::string>& args, Context& ctx);
 int run_cli(int argc, const char* const* argv, Context& ctx);
 

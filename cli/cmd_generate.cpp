@@ -6,6 +6,8 @@
 #include "generator/generate.hpp"
 #include "runtime/compiler.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <memory>
 
@@ -16,15 +18,16 @@ int cmd_generate(const GenerateOptions& o, Context& ctx) {
   const KernelSource src = o.reference ? generate_reference(c) : generate(c);
   const std::string text = o.flat ? compilation_source(src) : src.unit;
   if (o.output.empty() || o.output == "-") {
-    ctx.out << text;
-    ctx.out.flush();
+    ctx.out << text;  // run_cli checks that it was written
     return kOk;
   }
+  auto reason = [] { return std::string(errno ? std::strerror(errno) : "unknown error"); };
+  errno = 0;
   std::ofstream f(o.output, std::ios::binary | std::ios::trunc);
-  if (!f) throw UsageError(o.output + ": cannot create the output file");
+  if (!f) throw UsageError(o.output + ": cannot create the output file: " + reason());
   f << text;
-  f.close();
-  if (!f) throw std::runtime_error(o.output + ": write error");
+  f.close();  // flushes: a full disk shows here at the latest
+  if (!f) throw std::runtime_error(o.output + ": cannot write the generated source: " + reason());
   if (ctx.verbosity != Verbosity::quiet)
     ctx.err << "wrote " << src.name << " (" << src.arch << ", " << text.size() << " bytes) to " << o.output << "\n";
   return kOk;

@@ -6,6 +6,7 @@
 #include "cache/store.hpp"
 
 #include <ostream>
+#include <string>
 
 namespace flashjit::cli {
 
@@ -21,6 +22,7 @@ enum class Verbosity { quiet, normal, verbose };
 struct Context {
   std::ostream& out;  // results
   std::ostream& err;  // diagnostics, progress
+  std::string out_name = "standard output";  // `out` in messages: run_cli fails when it cannot be written
   cache::DiskStore* store = nullptr;  // nullptr: the process-wide default_store()
   bool err_is_tty = false;            // draw a progress bar on err
   Verbosity verbosity = Verbosity::normal;
