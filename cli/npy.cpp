@@ -1,9 +1,12 @@
 #include "cli/npy.hpp"
 
+#include "generator/excerpt.hpp"
+
 #include <cctype>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <sstream>
 
 namespace flashjit::cli {
@@ -46,7 +49,7 @@ class DictParser {
         shape = tuple();
         have_shape = true;
       } else {
-        fail(origin_, "unexpected key '" + key + "' in the .npy header");
+        fail(origin_, "unexpected key " + quoted_excerpt(key) + " in the .npy header");
       }
       skip();
       if (peek() == ',') {
@@ -68,7 +71,7 @@ class DictParser {
   }
   void expect(char c) {
     if (peek() != c) fail(origin_, std::string("malformed .npy header: expected '") + c + "' at offset " +
-                                       std::to_string(i_) + " of \"" + s_ + "\"");
+                                       std::to_string(i_) + " of " + quoted_excerpt(s_, 120));
     ++i_;
   }
   std::string string_literal() {
@@ -102,10 +105,12 @@ class DictParser {
       }
       if (!std::isdigit(static_cast<unsigned char>(peek())))
         fail(origin_, "malformed .npy header: shape must be a tuple of non-negative integers");
+      if (dims.size() == kMaxNpyDims)
+        fail(origin_, "the shape has more than " + std::to_string(kMaxNpyDims) + " dimensions");
       int64_t v = 0;
       while (std::isdigit(static_cast<unsigned char>(peek()))) {
-        v = v * 10 + (s_[i_++] - '0');
-        if (v > (int64_t(1) << 48)) fail(origin_, "shape dimension too large");
+        v = v * 10 + (s_[i_++] - '0');  // at most 10 * 2^48 + 9: no overflow
+        if (v > kMaxNpyDim) fail(origin_, "a shape dimension exceeds 2^48");
       }
       if (peek() == 'L') ++i_;  // Python 2 longs
       dims.push_back(v);
@@ -119,17 +124,80 @@ class DictParser {
   size_t i_ = 0;
 };
 
+// The byte count after the descr's kind ('<f4' -> 4); 0 when the descr has none.
 int item_size_of(const std::string& descr) {
-  if (descr.size() < 3) return 0;
+  if (descr.size() < 3 || descr.size() > 8) return 0;
   int n = 0;
   for (size_t i = 2; i < descr.size(); ++i) {
     if (!std::isdigit(static_cast<unsigned char>(descr[i]))) return 0;
-    n = n * 10 + (descr[i] - '0');
+    n = n * 10 + (descr[i] - '0');  // at most 6 digits
   }
   return n;
 }
 
+// The preamble: magic, version and header length. Needs the first 12 bytes (10 for version 1).
+struct Preamble {
+  size_t header_offset = 0;
+  size_t header_len = 0;
+};
+
+Preamble read_preamble(const std::string& bytes, const std::string& origin) {
+  if (bytes.size() < 10 || bytes.compare(0, kMagicLen, kMagic, kMagicLen) != 0)
+    fail(origin, "not a .npy file (no \\x93NUMPY magic)");
+  const int major = static_cast<unsigned char>(bytes[6]);
+  Preamble p;
+  if (major == 1) {
+    p.header_len = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
+    p.header_offset = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) fail(origin, "truncated .npy header");
+    for (int i = 3; i >= 0; --i) p.header_len = (p.header_len << 8) | static_cast<unsigned char>(bytes[8 + i]);
+    p.header_offset = 12;
+  } else {
+    fail(origin, "unsupported .npy format version " + std::to_string(major));
+  }
+  if (p.header_len > kMaxNpyHeaderBytes)
+    fail(origin, "the .npy header is " + std::to_string(p.header_len) + " bytes; flashjit reads headers of up to " +
+                     std::to_string(kMaxNpyHeaderBytes));
+  return p;
+}
+
+// Parses and checks the header dict; returns the data size it declares.
+uint64_t read_header(const std::string& header, const std::string& origin, NpyArray& a) {
+  bool fortran = false;
+  DictParser(header, origin).parse(a.descr, fortran, a.shape);
+  if (fortran)
+    fail(origin, "fortran_order is True; save a C-ordered array (numpy.ascontiguousarray)");
+  if (a.descr.size() < 3 || (a.descr[0] != '<' && a.descr[0] != '|' && a.descr[0] != '='))
+    fail(origin, "dtype " + quoted_excerpt(a.descr) +
+                     " is not little-endian; flashjit reads '<f2', '<u2', '<V2' and '<f4'");
+  const int item = a.item_size();
+  if (item <= 0) fail(origin, "unsupported dtype " + quoted_excerpt(a.descr));
+  uint64_t bytes = 0;
+  if (!npy_bytes(a.shape, item, bytes))
+    fail(origin, "shape " + a.shape_string() + " of " + quoted_excerpt(a.descr) + " holds more than " +
+                     std::to_string(kMaxNpyDataBytes) + " bytes (1 TiB), the most flashjit reads");
+  return bytes;
+}
+
+std::string size_mismatch(uint64_t have, const NpyArray& a, uint64_t expected) {
+  return "holds " + std::to_string(have) + " data bytes; shape " + a.shape_string() + " of " +
+         quoted_excerpt(a.descr) + " needs " + std::to_string(expected);
+}
+
 }  // namespace
+
+bool npy_bytes(const std::vector<int64_t>& shape, int item_size, uint64_t& bytes) {
+  if (item_size < 0) return false;
+  uint64_t n = static_cast<uint64_t>(item_size);
+  for (int64_t d : shape) {
+    if (d < 0) return false;
+    if (d == 0) n = 0;
+    else if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n) || n > kMaxNpyDataBytes) return false;
+  }
+  bytes = n;
+  return n <= kMaxNpyDataBytes;
+}
 
 std::string shape_string(const std::vector<int64_t>& shape) {
   std::ostringstream s;
@@ -141,55 +209,53 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 }
 
 int64_t NpyArray::elements() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  uint64_t n = 0;
+  if (!npy_bytes(shape, 1, n)) throw NpyError("shape " + shape_string() + " holds too many elements");
+  return static_cast<int64_t>(n);
 }
 int NpyArray::item_size() const { return item_size_of(descr); }
 std::string NpyArray::shape_string() const { return cli::shape_string(shape); }
 
 NpyArray parse_npy(const std::string& bytes, const std::string& origin) {
-  if (bytes.size() < 10 || bytes.compare(0, kMagicLen, kMagic, kMagicLen) != 0)
-    fail(origin, "not a .npy file (no \\x93NUMPY magic)");
-  const int major = static_cast<unsigned char>(bytes[6]);
-  size_t header_len = 0, offset = 0;
-  if (major == 1) {
-    header_len = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
-    offset = 10;
-  } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12) fail(origin, "truncated .npy header");
-    for (int i = 3; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(bytes[8 + i]);
-    offset = 12;
-  } else {
-    fail(origin, "unsupported .npy format version " + std::to_string(major));
-  }
-  if (offset + header_len > bytes.size()) fail(origin, "truncated .npy header");
-  const std::string header = bytes.substr(offset, header_len);
-
+  const Preamble p = read_preamble(bytes, origin);
+  if (p.header_offset + p.header_len > bytes.size()) fail(origin, "truncated .npy header");
   NpyArray a;
-  bool fortran = false;
-  DictParser(header, origin).parse(a.descr, fortran, a.shape);
-  if (fortran)
-    fail(origin, "fortran_order is True; save a C-ordered array (numpy.ascontiguousarray)");
-  if (a.descr.size() < 3 || (a.descr[0] != '<' && a.descr[0] != '|' && a.descr[0] != '='))
-    fail(origin, "dtype '" + a.descr + "' is not little-endian; flashjit reads '<f2', '<u2', '<V2' and '<f4'");
-  const int item = a.item_size();
-  if (item <= 0) fail(origin, "unsupported dtype '" + a.descr + "'");
-  const size_t expected = static_cast<size_t>(a.elements()) * static_cast<size_t>(item);
-  const size_t have = bytes.size() - offset - header_len;
-  if (have != expected)
-    fail(origin, "holds " + std::to_string(have) + " data bytes; shape " + a.shape_string() + " of '" + a.descr +
-                     "' needs " + std::to_string(expected));
-  a.data = bytes.substr(offset + header_len);
+  const uint64_t expected = read_header(bytes.substr(p.header_offset, p.header_len), origin, a);
+  const size_t data_offset = p.header_offset + p.header_len;
+  const uint64_t have = bytes.size() - data_offset;
+  if (have != expected) fail(origin, size_mismatch(have, a, expected));
+  a.data = bytes.substr(data_offset);
   return a;
 }
 
 NpyArray read_npy(const std::string& path) {
+  // Read as the header says, not to the end: a short header may sit in front of an endless
+  // stream (a FIFO, /dev/zero), and a declared size is checked before it is allocated.
   std::ifstream f(path, std::ios::binary);
   if (!f) fail(path, "cannot open .npy file");
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) fail(path, "read error");
-  return parse_npy(bytes, path);
+  auto read = [&](size_t n) {
+    std::string out(n, '\0');
+    f.read(out.data(), static_cast<std::streamsize>(n));
+    if (f.bad()) fail(path, "read error");
+    out.resize(static_cast<size_t>(f.gcount()));
+    return out;
+  };
+  std::string head = read(10);
+  if (head.size() == 10 && head.compare(0, kMagicLen, kMagic, kMagicLen) == 0 && head[6] != '\1') head += read(2);
+  const Preamble p = read_preamble(head, path);
+  head += read(p.header_offset + p.header_len - head.size());
+  if (head.size() != p.header_offset + p.header_len) fail(path, "truncated .npy header");
+  NpyArray a;
+  const uint64_t expected = read_header(head.substr(p.header_offset), path, a);
+  std::error_code ec;
+  const auto file_size = std::filesystem::file_size(path, ec);  // fails for pipes: then just read
+  if (!ec && file_size != head.size() + expected) fail(path, size_mismatch(file_size - head.size(), a, expected));
+  a.data = read(static_cast<size_t>(expected));
+  if (a.data.size() != expected) fail(path, size_mismatch(a.data.size(), a, expected));
+  if (f.peek() != std::char_traits<char>::eof()) fail(path, "holds more data bytes than shape " + a.shape_string() +
+                                                                " of " + quoted_excerpt(a.descr) + " needs (" +
+                                                                std::to_string(expected) + ")");
+  return a;
 }
 
 std::string encode_npy(const std::string& descr, const std::vector<int64_t>& shape, const void* data,
@@ -224,16 +290,17 @@ std::string encode_npy(const std::string& descr, const std::vector<int64_t>& sha
 
 void write_npy(const std::string& path, const std::string& descr, const std::vector<int64_t>& shape,
                const void* data, size_t bytes) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  if (static_cast<size_t>(n) * static_cast<size_t>(item_size_of(descr)) != bytes)
+  uint64_t n = 0;
+  if (!npy_bytes(shape, item_size_of(descr), n) || n != bytes)
     fail(path, "internal: " + std::to_string(bytes) + " bytes do not match shape " + shape_string(shape));
   const std::string encoded = encode_npy(descr, shape, data, bytes);
+  errno = 0;
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) fail(path, "cannot create .npy file");
+  if (!f) fail(path, std::string("cannot create .npy file: ") + std::strerror(errno));
   f.write(encoded.data(), static_cast<std::streamsize>(encoded.size()));
   f.close();
-  if (!f) fail(path, "write error");
+  // The file was named and created: failing to fill it is a failure of the run, not bad input.
+  if (!f) throw std::runtime_error(path + ": cannot write .npy file: " + (errno ? std::strerror(errno) : "write error"));
 }
 
 }  // namespace flashjit::cli

@@ -12,6 +12,13 @@
 
 namespace flashjit::cli {
 
+// What the reader accepts: at most 32 dimensions of at most 2^48 each, a header of at most
+// 64 KiB and data of at most 1 TiB (a size that does not fit is an error, never a wrap-around).
+inline constexpr size_t kMaxNpyDims = 32;
+inline constexpr int64_t kMaxNpyDim = int64_t(1) << 48;
+inline constexpr size_t kMaxNpyHeaderBytes = 64 * 1024;
+inline constexpr uint64_t kMaxNpyDataBytes = uint64_t(1) << 40;
+
 // Any problem with a .npy file; the message names the file.
 class NpyError : public std::runtime_error {
  public:
@@ -23,13 +30,14 @@ struct NpyArray {
   std::vector<int64_t> shape;  // C order
   std::string data;            // raw little-endian bytes, elements() * item_size()
 
-  int64_t elements() const;
+  int64_t elements() const;  // throws NpyError when the shape exceeds the limits
   int item_size() const;  // from descr
   std::string shape_string() const;  // "(2, 128, 8, 64)"
 };
 
 // Parses the header dict and checks it: fortran_order must be False, the byte order
-// little-endian (or not applicable), and the data exactly elements * item size.
+// little-endian (or not applicable), and the data exactly elements * item size. read_npy reads
+// only as much as the header declares.
 NpyArray read_npy(const std::string& path);
 NpyArray parse_npy(const std::string& bytes, const std::string& origin);
 
@@ -40,5 +48,9 @@ std::string encode_npy(const std::string& descr, const std::vector<int64_t>& sha
                        size_t bytes);
 
 std::string shape_string(const std::vector<int64_t>& shape);
+
+// shape's element count x item_size in `bytes`; false when a dimension is negative or the size
+// exceeds kMaxNpyDataBytes.
+bool npy_bytes(const std::vector<int64_t>& shape, int item_size, uint64_t& bytes);
 
 }  // namespace flashjit::cli

@@ -4,8 +4,11 @@
 #include "cli/format.hpp"
 #include "cli/npy.hpp"
 #include "cli/register.hpp"
+#include "generator/excerpt.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace flashjit::cli {
@@ -21,11 +24,19 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& flag
       used = 0;
     }
     if (part.empty() || used != part.size())
-      throw UsageError(flag + " " + text + ": expected comma-separated integers (e.g. 3,100,7)");
+      throw UsageError(flag + " " + excerpt(text, 80) + ": expected comma-separated integers (e.g. 3,100,7)");
     out.push_back(v);
   }
   return out;
 }
+
+namespace {
+constexpr int64_t kMaxRows = (int64_t(1) << 31) - 1;
+
+[[noreturn]] void throw_too_many_rows(const char* what, int64_t rows) {
+  throw UsageError(std::string(what) + " = " + std::to_string(rows) + " rows; at most " + std::to_string(kMaxRows));
+}
+}  // namespace
 
 ProblemShape make_shape(const ShapeOptions& o, const Config& c) {
   ProblemShape s;
@@ -69,8 +80,21 @@ ProblemShape make_shape(const ShapeOptions& o, const Config& c) {
     s.seqlens_q.assign(s.batch, s.seqlen_q);
     s.seqlens_k.assign(s.batch, s.seqlen_k);
   }
+  // Rows over the batch are counted in 32-bit ints (offsets, grid, LSE rows): keep them there.
+  int64_t rows_q = int64_t(s.batch) * s.seqlen_q, rows_k = int64_t(s.batch) * s.seqlen_k;
+  if (c.varlen) {
+    rows_q = rows_k = 0;
+    for (int v : s.seqlens_q) rows_q += v;
+    for (int v : s.seqlens_k) rows_k += v;
+  }
+  const char* rows_of = c.varlen ? "the sum of --seqlens-q" : "--batch x --seqlen-q";
+  if (rows_q > kMaxRows) throw_too_many_rows(rows_of, rows_q);
+  if (rows_k > kMaxRows) throw_too_many_rows(c.varlen ? "the sum of --seqlens-k" : "--batch x --seqlen-k", rows_k);
 
   if (o.heads < 1) throw UsageError("--heads " + std::to_string(o.heads) + ": must be at least 1");
+  if (rows_q * o.heads > kMaxRows)
+    throw UsageError(std::string(rows_of) + " x --heads = " + std::to_string(rows_q * o.heads) +
+                     " LSE entries; at most " + std::to_string(kMaxRows));
   s.heads_q = o.heads;
   if (o.kv_heads < 0) {
     if (o.heads % c.group)
@@ -99,8 +123,9 @@ ProblemShape make_shape(const ShapeOptions& o, const Config& c) {
     s.window_left = w[0];
     s.window_right = w[1];
   }
-  if (!(o.softmax_scale >= 0.f))
-    throw UsageError("--softmax-scale: must be positive (0 selects 1/sqrt(head_dim.qk))");
+  if (!(o.softmax_scale >= 0.f) || !std::isfinite(o.softmax_scale))
+    throw UsageError("--softmax-scale " + std::to_string(o.softmax_scale) +
+                     ": must be positive and finite (0 selects 1/sqrt(head_dim.qk))");
   s.softmax_scale = o.softmax_scale;
 
   if (o.splits < 0) throw UsageError("--splits " + std::to_string(o.splits) + ": must be 0 (automatic) or a count");

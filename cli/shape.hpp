@@ -18,7 +18,8 @@ namespace flashjit::cli {
 //  - --kv-heads defaults to --heads / group, and heads must equal kv_heads x group;
 //  - --window L,R needs the sliding_window mask;
 //  - --cache-lens sets the batch and each sequence's keys; --splits needs a decode config;
-//    page options need a paged one.
+//    page options need a paged one;
+//  - rows over the batch (and rows x heads) stay below 2^31.
 ProblemShape make_shape(const ShapeOptions& o, const Config& c);
 
 // An int32 .npy page table [batch, max_pages], flattened; throws UsageError naming the file.

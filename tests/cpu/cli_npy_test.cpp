@@ -83,6 +83,48 @@ TEST(CliNpy, RejectsBadFilesNamingThem) {
   EXPECT_THROW(read_npy("/nonexistent/q.npy"), NpyError);
 }
 
+// Shapes whose sizes overflow 64 bits, headers that claim more than the file holds: errors that
+// name the limit, never a wrap-around or a huge allocation.
+TEST(CliNpy, HugeShapesAndHeadersAreRejectedNamingTheLimit) {
+  auto error_of = [](const std::string& bytes) {
+    try {
+      parse_npy(bytes, "big.npy");
+    } catch (const NpyError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  auto dict = [](const std::string& descr, const std::string& shape) {
+    return header_bytes("{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }");
+  };
+  // 2^48 x 2^48 elements: the product is beyond 64 bits.
+  EXPECT_TRUE(contains(error_of(dict("<f2", "(281474976710656, 281474976710656)")), "1 TiB")) << error_of(dict("<f2", "(281474976710656, 281474976710656)"));
+  // 2^21 x 2^21 x 2^21 = 2^63 elements, x 2 bytes wraps to 0 without checks.
+  EXPECT_TRUE(contains(error_of(dict("<f2", "(2097152, 2097152, 2097152)")), "1 TiB"));
+  EXPECT_TRUE(contains(error_of(dict("<f2", "(2, 99999999999999999999999)")), "exceeds 2^48"));
+  std::string many = "(";
+  for (int i = 0; i < 40; ++i) many += "1, ";
+  EXPECT_TRUE(contains(error_of(dict("<f2", many + ")")), "more than 32 dimensions"));
+  EXPECT_TRUE(contains(error_of(dict("<f99999999999999999999", "(2,)")), "unsupported dtype"));
+  // A version 2 header that claims 4 GiB.
+  std::string v2 = std::string("\x93NUMPY", 6) + '\x02' + '\0' + std::string("\xff\xff\xff\xff", 4) + "{}";
+  EXPECT_TRUE(contains(error_of(v2), "headers of up to 65536")) << error_of(v2);
+  // A long descr is cut in the message.
+  const std::string e = error_of(dict(">" + std::string(10000, 'x'), "(1,)"));
+  EXPECT_LT(e.size(), 400u);
+  EXPECT_TRUE(contains(e, "(10001 bytes)")) << e;
+
+  // A file whose header declares more data than it holds is rejected before the data is read.
+  Scratch s;
+  const std::string file = s.write("lie.npy", dict("<f2", "(1048576, 262144)") + std::string(64, '\0'));
+  try {
+    read_npy(file);
+    ADD_FAILURE() << "accepted a truncated file";
+  } catch (const NpyError& err) {
+    EXPECT_TRUE(contains(err.what(), "needs 549755813888")) << err.what();
+  }
+}
+
 TEST(CliNpy, TensorShapesFollowTheLayout) {
   Config c;
   c.head_dim.qk = 192;

@@ -6,6 +6,8 @@
 #include "cli/shape.hpp"
 #include "cli_test_support.hpp"
 
+#include <limits>
+
 namespace flashjit::cli::test {
 namespace {
 
@@ -129,6 +131,34 @@ TEST(CliShape, PageTablesAreInt32BatchRows) {
   } catch (const UsageError& e) {
     EXPECT_TRUE(contains(e.what(), "int32")) << e.what();
   }
+}
+
+// Rows over the batch are 32-bit in the kernels' parameters: larger totals are rejected by name
+// instead of wrapping around.
+TEST(CliShape, RowTotalsBeyond32BitsAreRejected) {
+  Config c;
+  ShapeOptions o;
+  o.batch = 65536;
+  o.seqlen_q = 65536;
+  EXPECT_TRUE(contains(usage_error(o, c), "--batch x --seqlen-q = 4294967296 rows; at most 2147483647"))
+      << usage_error(o, c);
+  o.seqlen_q = 16;
+  o.seqlen_k = 1 << 30;
+  EXPECT_TRUE(contains(usage_error(o, c), "--batch x --seqlen-k")) << usage_error(o, c);
+  o.seqlen_k = -1;
+  o.batch = 1 << 20;
+  o.seqlen_q = 1 << 10;
+  o.heads = 1 << 12;
+  EXPECT_TRUE(contains(usage_error(o, c), "x --heads")) << usage_error(o, c);
+  c.varlen = true;
+  o.heads = 16;
+  o.seqlens_q = "2147483647,2147483647";
+  EXPECT_TRUE(contains(usage_error(o, c), "the sum of --seqlens-q = 4294967294 rows")) << usage_error(o, c);
+  o.seqlens_q = "99999999999";
+  EXPECT_TRUE(contains(usage_error(o, c), "comma-separated integers")) << usage_error(o, c);
+  o.seqlens_q = "1";
+  o.softmax_scale = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(contains(usage_error(o, c), "--softmax-scale")) << usage_error(o, c);
 }
 
 }  // namespace
