@@ -11,6 +11,7 @@
 #include "bench/timing.hpp"
 #include "bench/watchdog.hpp"
 #include "generator/resolve.hpp"
+#include "generator/user_json.hpp"
 #include "runtime/device.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/flashjit.hpp"
@@ -19,10 +20,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <random>
-#include <sstream>
 
 using namespace flashjit;
 using namespace flashjit::bench;
@@ -127,9 +126,9 @@ std::vector<BenchPoint> build_points(const Args& a) {
   json tuning;
   if (auto t = a.get("tuning")) {
     try {
-      tuning = json::parse(*t);
-    } catch (const json::exception& e) {
-      throw UsageError(std::string("--tuning is not JSON: ") + e.what());
+      tuning = parse_user_json(*t, kMaxConfigBytes, "--tuning");
+    } catch (const JsonInputError& e) {
+      throw UsageError(std::string("--tuning: ") + e.what());
     }
   }
   const std::string family = a.get_or("family", "");
@@ -151,14 +150,10 @@ std::vector<BenchPoint> build_points(const Args& a) {
   BenchPoint p;
   p.id = "custom";
   if (auto file = a.get("config")) {
-    std::ifstream in(*file);
-    if (!in) throw UsageError("cannot read --config " + *file);
-    std::stringstream ss;
-    ss << in.rdbuf();
     try {
-      p.config = json::parse(ss.str());
-    } catch (const json::exception& e) {
-      throw UsageError(*file + " is not JSON: " + e.what());
+      p.config = parse_config_json(read_config_file(*file), *file);
+    } catch (const ConfigError& e) {
+      throw UsageError("--config " + *file + ": " + e.what());
     }
     if (auto v = a.get("arch")) p.config["arch"] = *v;
     if (auto v = a.get("dtype")) p.config["dtype"] = {{"qkv", *v}, {"out", *v}};
