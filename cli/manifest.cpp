@@ -28,6 +28,8 @@ namespace {
 // expanded item keeps its label.
 constexpr size_t kLabelValueChars = 40;
 constexpr size_t kMaxLabelChars = 240;
+// Matrix sizes are counted up to here (far beyond any limit).
+constexpr size_t kSaturated = size_t(1) << 40;
 // A matrix can break one rule in each of its configs; the first lines say enough.
 constexpr size_t kMaxIssueLines = 100;
 
@@ -111,7 +113,7 @@ class ManifestParser {
           for (const auto& e : entries) {
             std::string file;
             ojson cj;
-            if (!make_room(1, p)) break;
+            if (!make_room(1, p)) continue;
             if (!config_json(e, p, cj, file)) continue;
             add_config(m, plain(cj), file.empty() ? p : p + " (" + excerpt(file, 200) + ")");
           }
@@ -127,6 +129,9 @@ class ManifestParser {
     if (j.find("configs") == j.end() && j.find("matrix") == j.end())
       issue("", "lists no kernels: add \"configs\" and/or \"matrix\"");
 
+    if (!first_over_.empty())
+      issue("", "expands to " + std::to_string(configs_) + " configs; at most " + std::to_string(kMaxManifestItems) +
+                    " in all (configs and every matrix together; " + first_over_ + " crosses the limit)");
     if (dropped_issues_)
       issues_.push_back(origin_ + ": " + std::to_string(dropped_issues_) + " more problems not shown");
     if (!issues_.empty()) throw UsageError(issues_);
@@ -192,17 +197,12 @@ class ManifestParser {
     return true;
   }
 
-  // Counts `n` more configs against the manifest's total; false (with an issue) past the limit.
+  // Counts `n` more configs against the manifest's total; false past the limit, after which
+  // the rest is only counted (parse() reports the total).
   bool make_room(size_t n, const std::string& path) {
-    if (configs_ + n > kMaxManifestItems) {
-      if (!over_limit_)
-        issue(path, "brings the manifest to " + std::to_string(configs_ + n) + " configs; at most " +
-                        std::to_string(kMaxManifestItems) + " in all (configs and every matrix together)");
-      over_limit_ = true;
-      return false;
-    }
     configs_ += n;
-    return true;
+    if (configs_ > kMaxManifestItems && first_over_.empty()) first_over_ = path;
+    return first_over_.empty();
   }
 
   bool add_config(Manifest& m, const json& j, const std::string& origin) {
@@ -242,11 +242,7 @@ class ManifestParser {
           return;
         }
         axes.emplace_back(it.key(), std::vector<ojson>(it.value().begin(), it.value().end()));
-        total *= it.value().size();
-        if (total > kMaxManifestItems) {
-          issue(path + ".vary", "expands to more than " + std::to_string(kMaxManifestItems) + " configs");
-          return;
-        }
+        total = std::min(total * it.value().size(), kSaturated);  // sizes are below 2^24: no overflow
       }
     }
     if (!make_room(total, path)) return;
@@ -309,8 +305,8 @@ class ManifestParser {
   std::string origin_;
   std::vector<std::string> issues_;
   size_t dropped_issues_ = 0;
-  size_t configs_ = 0;  // expanded so far, against kMaxManifestItems
-  bool over_limit_ = false;
+  size_t configs_ = 0;       // configs listed so far, against kMaxManifestItems
+  std::string first_over_;   // where the count crossed it
 };
 
 }  // namespace
