@@ -14,6 +14,7 @@ constexpr const char* kName = "sm80";
 
 struct Sm80Tile {
   int BM, BN, warps, stages;
+  bool operator==(const Sm80Tile&) const = default;
 };
 
 // The layout is templates/sm80/smem_regions.cuh's, which the kernel uses too.
@@ -28,6 +29,21 @@ int accumulator_regs(const Config& c, const Sm80Tile& t) {
 }
 
 constexpr int kMaxAccumulatorRegs = 192;
+
+// Whether ptxas keeps a tile in registers without spilling, as measured on sm_80 (NVRTC 13.0,
+// bisecting BN with the LSE written, a ragged batch and a sliding window, which take the most):
+// one K/V stage holds 176 accumulators (BN/32 + v/32 per warp row; 16 fewer above BN 64, with
+// rope columns or on sm_100+), two stages 128 for 32-row warps; with 16-row warps and two stages
+// each key column costs more the longer the Q K^T reduction (qk 256 v 128: BN 64 fits, BN 80
+// spills). It steers the choices beside pinned fields and bounds pinned tiles; the defaults
+// (pick() without pins) are compiled for every target by the suite.
+bool spill_free(const Config& c, const Sm80Tile& t, const ArchInfo& arch) {
+  const int rows = t.BM / t.warps;
+  const int budget = 176 - (c.head_dim.rope > 0 || arch.major >= 10 ? 16 : 0) - (t.BN > 64 ? 16 : 0);
+  if (t.stages == 1) return accumulator_regs(c, t) <= budget;
+  if (rows == 32) return accumulator_regs(c, t) <= budget - 48;
+  return rows * t.BN * (128 + c.head_dim.qk) / (32 * 128) + rows * c.head_dim.v / 32 <= budget;
+}
 
 class Sm80Family final : public KernelFamily {
  public:
@@ -53,11 +69,11 @@ class Sm80Family final : public KernelFamily {
   void resolve_tuning(Config& c, const ArchInfo& arch) const override {
     Tuning& t = c.tuning;
     if (!t.BM || !t.BN || !t.num_warps || !t.num_kv_stages) {
-      Sm80Tile best = pick(c, arch);
-      if (!t.BM) t.BM = best.BM;
-      if (!t.BN) t.BN = best.BN;
-      if (!t.num_warps) t.num_warps = best.BM == *t.BM ? best.warps : 4;
-      if (!t.num_kv_stages) t.num_kv_stages = best.stages;
+      const Sm80Tile best = pick(c, arch);
+      t.BM = best.BM;
+      t.BN = best.BN;
+      t.num_warps = best.warps;
+      t.num_kv_stages = best.stages;
     }
     if (!t.scheduler) t.scheduler = Scheduler::transient;
   }
@@ -97,6 +113,11 @@ class Sm80Family final : public KernelFamily {
       bad("BN", tile.BN, "needs " + std::to_string(regs) +
           " accumulator registers per thread (BM/num_warps rows x (BN + head_dim.v) / 32); at most " +
           std::to_string(kMaxAccumulatorRegs) + " fit");
+    else if (!(tile == default_tile(c, arch)) && !spill_free(c, tile, arch))
+      bad("BN", tile.BN, "spills registers with BM " + std::to_string(tile.BM) + ", num_warps " +
+          std::to_string(tile.warps) + " and num_kv_stages " + std::to_string(tile.stages) + " at head_dim.qk " +
+          std::to_string(c.head_dim.qk) + " / v " + std::to_string(c.head_dim.v) +
+          (c.head_dim.rope ? " with rope columns" : "") + "; use a smaller BN, fewer rows per warp or one stage");
     if (t.scheduler && *t.scheduler != Scheduler::transient)
       issues.push_back({"tuning.scheduler", to_string(*t.scheduler),
                         "the sm80 family launches one CTA per tile (transient)"});
@@ -162,11 +183,40 @@ class Sm80Family final : public KernelFamily {
       prefs = {{128, 64, 8, 2}, {128, 64, 8, 1}, {64, 64, 4, 1}, {64, 32, 4, 1}};
     }
     prefs.push_back({64, 32, 4, 1});
-    for (const auto& t : prefs)
-      if (smem_for(c, t) <= arch.max_smem_per_block &&
-          accumulator_regs(c, t) <= kMaxAccumulatorRegs)
+    const Tuning& pin = c.tuning;
+    if (!pin.BM && !pin.BN && !pin.num_warps && !pin.num_kv_stages) {
+      for (const auto& t : prefs)
+        if (smem_for(c, t) <= arch.max_smem_per_block && accumulator_regs(c, t) <= kMaxAccumulatorRegs) return t;
+      return prefs.back();
+    }
+    // Fields the user pinned replace the preference's; the first tile that then fits is taken.
+    prefs.push_back({64, 16, 4, 1});
+    Sm80Tile last{};
+    for (Sm80Tile t : prefs) {
+      if (pin.BM && *pin.BM != t.BM) {
+        t.warps = *pin.BM / t.warps == 16 || *pin.BM / t.warps == 32 ? t.warps : *pin.BM == 64 ? 4 : 8;
+        t.BM = *pin.BM;
+      }
+      t.BN = pin.BN.value_or(t.BN);
+      t.warps = pin.num_warps.value_or(t.warps);
+      t.stages = pin.num_kv_stages.value_or(t.stages);
+      last = t;
+      const int rows = t.warps > 0 ? t.BM / t.warps : 0;
+      if ((rows == 16 || rows == 32) && smem_for(c, t) <= arch.max_smem_per_block &&
+          accumulator_regs(c, t) <= kMaxAccumulatorRegs && spill_free(c, t, arch))
         return t;
-    return prefs.back();
+    }
+    return last;  // check_tuning says what does not fit
+  }
+
+  // The tile pick() chooses for the problem with nothing pinned.
+  Sm80Tile default_tile(const Config& c, const ArchInfo& arch) const {
+    Config unpinned = c;
+    unpinned.tuning.BM.reset();
+    unpinned.tuning.BN.reset();
+    unpinned.tuning.num_warps.reset();
+    unpinned.tuning.num_kv_stages.reset();
+    return pick(unpinned, arch);
   }
 };
 

@@ -4,6 +4,7 @@
 #include "generator/emit.hpp"
 #include "generator/family.hpp"
 #include "generator/resolve.hpp"
+#include "generator/sm90_spill_limits.hpp"
 #include "generator/tuning_rules.hpp"
 #include "generator/wgmma_emitter.hpp"
 #include "sm90/smem_regions.cuh"
@@ -73,14 +74,14 @@ long long lpt_l2_bytes(const Config& c, Scheduler scheduler) {
   return wide && scheduler != Scheduler::dynamic ? 0 : 32ll << 20;
 }
 
-// Registers each consumer thread gets after setmaxnreg (the producer keeps 24-56).
+// Registers each consumer thread gets after setmaxnreg (the producer keeps 24-56); how large a
+// tile fits them without spills is sm90_spill_free_bn's (measured) table.
 int consumer_regs(int cwg) { return cwg == 1 ? 256 : cwg == 2 ? 240 : 160; }
 int producer_regs(int cwg) { return cwg == 1 ? 56 : cwg == 2 ? 24 : 32; }
 
-// Live fp32/packed registers of a consumer thread in the overlapped loop: S of the next tile,
-// P of the current one (half as many), and O.
-int live_regs(const Config& c, int BN) { return BN / 2 + BN / 4 + c.head_dim.v / 2; }
-constexpr int kRegHeadroom = 32;  // addresses, row statistics, loop state
+std::string mask_phrase(const Config& c) {
+  return c.mask == Mask::none ? "no mask" : std::string("a ") + to_string(c.mask) + " mask";
+}
 
 class Sm90Family final : public KernelFamily {
  public:
@@ -121,10 +122,20 @@ class Sm90Family final : public KernelFamily {
     const Length len{t.seqlen_hint};
     // The long-sequence rules are for causal masks: sliding-window tiles carry more mask code
     // and spill with the larger tiles.
-    if (!t.consumer_warpgroups)
-      t.consumer_warpgroups = t.BM ? std::max(1, *t.BM / 64)
-                              : d <= 64 ? (masked ? (causal && len.at_least(4096) ? 3 : 2) : (len.at_most(1024) ? 2 : 3))
-                                        : 2;
+    if (!t.consumer_warpgroups) {
+      int cwg = t.BM ? std::max(1, *t.BM / 64)
+                : d <= 64 ? (masked ? (causal && len.at_least(4096) ? 3 : 2) : (len.at_most(1024) ? 2 : 3))
+                          : 2;
+      // A pinned BN takes a consumer count whose registers hold it without spills.
+      const bool pair = t.pair_cta.value_or(false);
+      if (t.BN && !t.BM && *t.BN > sm90_spill_free_bn(c, cwg, pair))
+        for (int alt : {2, 1, 3})
+          if (*t.BN <= sm90_spill_free_bn(c, alt, pair)) {
+            cwg = alt;
+            break;
+          }
+      t.consumer_warpgroups = cwg;
+    }
     if (!t.BM) t.BM = 64 * *t.consumer_warpgroups;
     // Three K/V stages for d64 causal on two consumers: its tiles are 1-4 blocks long, and the
     // deeper ring has the next tile's K/V in flight sooner (H200, bf16, L2 flushed, two runs,
@@ -178,12 +189,17 @@ class Sm90Family final : public KernelFamily {
     if (smem > arch.max_smem_per_block)
       bad("BN", *t.BN, "needs " + std::to_string(smem) + " bytes of shared memory; " + arch.name +
           " allows " + std::to_string(arch.max_smem_per_block));
-    int regs = live_regs(c, *t.BN) + kRegHeadroom;
-    if (regs > consumer_regs(cwg))
-      bad("BN", *t.BN, "needs about " + std::to_string(regs) +
-          " registers per consumer thread (BN/2 + BN/4 + head_dim.v/2 + " +
-          std::to_string(kRegHeadroom) + "); " + std::to_string(cwg) +
-          " consumer warpgroups get " + std::to_string(consumer_regs(cwg)));
+    // Spilled accumulators cost more than a smaller tile: such a tile is not built.
+    const int spill_free = sm90_spill_free_bn(c, cwg, *t.pair_cta);
+    const std::string shape = std::to_string(cwg) + (cwg == 1 ? " consumer warpgroup" : " consumer warpgroups") +
+                              " at head_dim.qk " + std::to_string(c.head_dim.qk) + " / v " +
+                              std::to_string(c.head_dim.v) + " with " + mask_phrase(c) +
+                              (*t.pair_cta ? " and pair_cta" : "");
+    if (spill_free == 0)
+      bad("consumer_warpgroups", cwg, "no BN compiles without register spills on " + shape + "; use fewer");
+    else if (*t.BN > spill_free)
+      bad("BN", *t.BN, "spills registers on " + shape + "; tiles up to BN " + std::to_string(spill_free) +
+          " compile without spills");
   }
 
   int smem_bytes(const Config& c) const override {
@@ -262,8 +278,8 @@ class Sm90Family final : public KernelFamily {
              : d <= 128 ? (masked ? (causal && len.at_least(8192) ? 176 : 128) : (len.at_most(2048) ? 128 : 176))
              : d <= 192 ? (window ? 96 : 112)
                         : (window || (masked && len.at_most(1024)) ? 64 : 80);
-    while (bn > 16 && (smem_plan(c, {cwg, bn, stages}, arch).bytes > arch.max_smem_per_block ||
-                       live_regs(c, bn) + kRegHeadroom > consumer_regs(cwg)))
+    const int spill_free = sm90_spill_free_bn(c, cwg, c.tuning.pair_cta.value_or(false));
+    while (bn > 16 && (smem_plan(c, {cwg, bn, stages}, arch).bytes > arch.max_smem_per_block || bn > spill_free))
       bn -= 16;
     return bn;
   }

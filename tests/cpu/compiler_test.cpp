@@ -81,6 +81,57 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, Sm90Defaults,
                            return "qk" + std::to_string(info.param.first) + "_v" + std::to_string(info.param.second);
                          });
 
+// Fields the generator chooses beside ones the user pinned compile without spills too: a spread
+// of single pins (the kinds random configs spilled with), each with the LSE on, where the
+// families use the most registers.
+Config pinned(const char* arch, int qk, int v, Mask mask, void (*pin)(Tuning&), int rope = 0, bool varlen = false) {
+  Config c;
+  c.arch = arch;
+  c.head_dim = {qk, v, rope};
+  c.mask = mask;
+  c.lse = true;
+  c.varlen = varlen;
+  pin(c.tuning);
+  return c;
+}
+
+TEST(PinnedTuning, ChosenFieldsCompileWithoutSpills) {
+  const Mask none = Mask::none, causal = Mask::causal, window = Mask::sliding_window;
+  const Config configs[] = {
+      pinned("sm_90a", 128, 128, window, [](Tuning& t) { t.consumer_warpgroups = 3; }),
+      pinned("sm_90a", 256, 128, causal, [](Tuning& t) { t.consumer_warpgroups = 3; }),
+      pinned("sm_90a", 192, 192, window, [](Tuning& t) { t.BM = 192; }),
+      pinned("sm_90a", 64, 128, window, [](Tuning& t) { t.BM = 192; }),
+      pinned("sm_90a", 256, 256, none, [](Tuning& t) { t.consumer_warpgroups = 1; }),
+      pinned("sm_90a", 128, 128, none, [](Tuning& t) { t.consumer_warpgroups = 3; t.pair_cta = true; }),
+      pinned("sm_90a", 128, 128, window, [](Tuning& t) { t.BN = 160; }),
+      pinned("sm_90a", 128, 128, none, [](Tuning& t) { t.BN = 208; }),  // takes one consumer
+      pinned("sm_90a", 64, 64, none, [](Tuning& t) { t.BN = 240; }),    // takes one consumer
+      pinned("sm_90a", 192, 128, causal, [](Tuning& t) { t.num_kv_stages = 4; }),
+      pinned("sm_80", 96, 64, window, [](Tuning& t) { t.num_kv_stages = 2; }, 64, true),
+      pinned("sm_80", 128, 128, window, [](Tuning& t) { t.num_kv_stages = 2; }, 0, true),
+      pinned("sm_80", 32, 64, window, [](Tuning& t) { t.BN = 112; }, 0, true),
+      pinned("sm_80", 96, 64, causal, [](Tuning& t) { t.BN = 128; }),
+  };
+  for (const Config& c : configs) {
+    const Config r = resolve(c);
+    const std::string what = canonical_json(r);
+    const CompiledKernel k = compile(generate(r));
+    EXPECT_EQ(k.report.spill_stores, 0) << what << "\n" << k.log;
+    EXPECT_FALSE(k.report.has_advisory("C7508")) << what;
+  }
+  // Where no consumer count holds the pinned tile, the config is rejected naming it.
+  Config c = pinned("sm_90a", 128, 128, window, [](Tuning& t) { t.BN = 176; });
+  auto issues = check_config(c);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].path, "tuning.BN");
+  EXPECT_NE(issues[0].rule.find("spills registers"), std::string::npos) << issues[0].message();
+  c = pinned("sm_90a", 128, 256, none, [](Tuning& t) { t.consumer_warpgroups = 3; });
+  issues = check_config(c);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].path, "tuning.consumer_warpgroups");
+}
+
 TEST(Compiler, ReferenceKernelCompiles) {
   Config c = load_config_file(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs/mla_rope.json");
   CompiledKernel k = compile(generate_reference(c));

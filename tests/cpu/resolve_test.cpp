@@ -87,6 +87,64 @@ TEST(Resolve, OversizedTilesAreRejectedWithTheBudget) {
   EXPECT_NE(issues[0].rule.find("shared memory"), std::string::npos);
 }
 
+// What the sm90 family chooses beside a pinned field stays within the tiles measured to compile
+// without register spills (generator/sm90_spill_limits.cpp).
+TEST(Resolve, Sm90ChoicesAdaptToPinnedFields) {
+  Config c = make("sm_90a", 128);
+  c.tuning.BN = 208;  // more than two consumers' registers hold at d128
+  Config r = resolve(c);
+  EXPECT_EQ(*r.tuning.consumer_warpgroups, 1);
+  EXPECT_EQ(*r.tuning.BM, 64);
+
+  c = make("sm_90a", 128, Mask::sliding_window);
+  c.tuning.consumer_warpgroups = 3;
+  EXPECT_EQ(*resolve(c).tuning.BN, 48);
+  c.mask = Mask::none;
+  c.tuning.pair_cta = true;
+  EXPECT_EQ(*resolve(c).tuning.BN, 64);
+
+  // A pin no consumer count can hold is rejected, naming the field and the largest tile that fits.
+  c = make("sm_90a", 128, Mask::sliding_window);
+  c.tuning.BN = 176;
+  const auto issues = check_config(c);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].path, "tuning.BN");
+  EXPECT_NE(issues[0].rule.find("tiles up to BN 160 compile without spills"), std::string::npos) << issues[0].rule;
+}
+
+// The sm80 family likewise fits its other fields to a pinned one, and rejects pinned tiles that
+// spill unless they are its own defaults.
+TEST(Resolve, Sm80ChoicesAdaptToPinnedFields) {
+  Config c = make("sm_80", 128);
+  c.tuning.num_kv_stages = 2;  // the default BN 48 with 32-row warps spills with two stages
+  Config r = resolve(c);
+  EXPECT_EQ(*r.tuning.BM / *r.tuning.num_warps, 16);
+  EXPECT_EQ(*r.tuning.num_kv_stages, 2);
+
+  c = make("sm_80", 96, Mask::causal);
+  c.tuning.BN = 128;
+  r = resolve(c);
+  EXPECT_EQ(*r.tuning.BN, 128);
+  EXPECT_EQ(*r.tuning.BM / *r.tuning.num_warps, 16);
+
+  c = make("sm_80", 128);
+  c.tuning.BM = 128;
+  c.tuning.BN = 64;
+  c.tuning.num_warps = 4;
+  c.tuning.num_kv_stages = 2;
+  const auto issues = check_config(c);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].path, "tuning.BN");
+  EXPECT_NE(issues[0].rule.find("spills registers"), std::string::npos) << issues[0].rule;
+  // Its defaults stay accepted, also where the rule measured on sm_80 is stricter than the
+  // target's ptxas: d256 on sm_90a keeps two K/V stages.
+  Config sm80 = make("sm_90a", 256);
+  sm80.tuning.family = Family::sm80;
+  const Config def = resolve(sm80);
+  EXPECT_EQ(*def.tuning.num_kv_stages, 2);
+  EXPECT_TRUE(check_config(def).empty());
+}
+
 TEST(Resolve, Sm90TuningRules) {
   Config c = make("sm_90a", 128);
   c.tuning.BM = 128;

@@ -1,0 +1,45 @@
+#include "generator/sm90_spill_limits.hpp"
+
+namespace flashjit {
+
+namespace {
+
+// Largest spill-free BN / 16, indexed [consumers - 1][mask][head_dim.qk / 64 - 1][head_dim.v / 64 - 1].
+// Measured on sm_90a with NVRTC 13.0 (ptxas --warn-on-spills) by bisecting BN for every entry and
+// lowering it until every variant compiled without spills: with and without the LSE, ragged and
+// not, the dynamic and the persistent scheduler (single CTAs), persistent and transient
+// pair_cta clusters. dtypes and group made no difference. The defaults of family_sm90.cpp lie on
+// or inside these limits.
+constexpr unsigned char kSingle[3][3][4][4] = {
+    {{{16, 13, 10, 8}, {15, 13, 10, 7}, {12, 10, 8, 7}, {9, 8, 6, 6}},  // 1 consumer, none
+     {{15, 13, 10, 8}, {14, 12, 10, 7}, {12, 10, 8, 7}, {9, 8, 6, 6}},  // causal
+     {{11, 9, 7, 5}, {11, 9, 7, 5}, {10, 8, 6, 4}, {9, 8, 6, 4}}},      // sliding_window
+    {{{14, 12, 9, 6}, {14, 12, 9, 6}, {11, 8, 7, 6}, {8, 6, 5, 5}},     // 2 consumers, none
+     {{14, 12, 9, 6}, {14, 11, 9, 5}, {11, 8, 7, 5}, {8, 6, 5, 5}},     // causal
+     {{11, 9, 8, 5}, {10, 10, 8, 5}, {10, 8, 6, 4}, {8, 6, 5, 4}}},     // sliding_window
+    {{{8, 5, 2, 0}, {8, 5, 2, 0}, {6, 4, 1, 0}, {6, 3, 0, 0}},          // 3 consumers, none
+     {{8, 5, 2, 0}, {7, 5, 2, 0}, {6, 3, 2, 0}, {5, 3, 0, 0}},          // causal
+     {{6, 4, 2, 0}, {5, 3, 2, 0}, {5, 3, 1, 0}, {4, 2, 0, 0}}}};        // sliding_window
+constexpr unsigned char kPair[3][3][4][4] = {
+    {{{15, 13, 10, 8}, {14, 12, 10, 7}, {12, 10, 8, 7}, {9, 8, 6, 6}},  // 1 consumer, none
+     {{15, 12, 10, 8}, {14, 12, 10, 7}, {12, 10, 8, 7}, {9, 8, 6, 6}},  // causal
+     {{11, 9, 7, 5}, {10, 8, 7, 5}, {10, 8, 6, 4}, {9, 8, 6, 4}}},      // sliding_window
+    {{{14, 11, 9, 6}, {13, 11, 9, 6}, {11, 8, 7, 6}, {8, 6, 5, 5}},     // 2 consumers, none
+     {{14, 11, 9, 6}, {13, 11, 9, 5}, {11, 8, 7, 5}, {8, 6, 5, 5}},     // causal
+     {{10, 8, 7, 5}, {10, 10, 8, 5}, {9, 8, 6, 4}, {8, 6, 5, 4}}},      // sliding_window
+    {{{7, 5, 2, 0}, {7, 4, 2, 0}, {6, 3, 1, 0}, {5, 2, 0, 0}},          // 3 consumers, none
+     {{7, 4, 2, 0}, {6, 4, 2, 0}, {6, 3, 1, 0}, {5, 2, 0, 0}},          // causal
+     {{5, 4, 2, 0}, {5, 3, 2, 0}, {5, 3, 1, 0}, {4, 2, 0, 0}}}};        // sliding_window
+
+int dim_index(int d) { return d >= 64 && d <= 256 && d % 64 == 0 ? d / 64 - 1 : -1; }
+
+}  // namespace
+
+int sm90_spill_free_bn(const Config& c, int consumer_warpgroups, bool pair_cta) {
+  const int q = dim_index(c.head_dim.qk), v = dim_index(c.head_dim.v);
+  if (q < 0 || v < 0 || consumer_warpgroups < 1 || consumer_warpgroups > 3) return 0;
+  const int m = c.mask == Mask::none ? 0 : c.mask == Mask::causal ? 1 : 2;
+  return 16 * (pair_cta ? kPair : kSingle)[consumer_warpgroups - 1][m][q][v];
+}
+
+}  // namespace flashjit
