@@ -9,9 +9,14 @@
 #include "generator/user_json.hpp"
 #include "runtime/nvrtc_targets.hpp"
 
+#include <fcntl.h>
 #include <fnmatch.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <unordered_set>
@@ -41,6 +46,29 @@ json plain(const ojson& o) { return json::parse(o.dump()); }
 bool read_text(const fs::path& p, size_t max_bytes, std::string& out) {
   std::ifstream f(p, std::ios::binary);
   return f && read_at_most(f, max_bytes, out);
+}
+
+// A config file a manifest names: at most max_bytes + 1 bytes, and only a regular file (a FIFO
+// planted there would block the build forever; it is opened without waiting for a writer).
+// Returns "" or why it cannot be read.
+std::string read_named_file(const fs::path& p, size_t max_bytes, std::string& out) {
+  const int fd = ::open(p.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::strerror(errno);
+  struct stat st {};
+  std::string why;
+  if (::fstat(fd, &st) != 0) why = std::strerror(errno);
+  else if (!S_ISREG(st.st_mode)) why = "not a regular file";
+  out.clear();
+  char buf[1 << 16];
+  while (why.empty() && out.size() <= max_bytes) {
+    const ssize_t n = ::read(fd, buf, std::min(sizeof buf, max_bytes + 1 - out.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) why = std::strerror(errno);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return why;
 }
 
 // "origin: path: rule" lines of a JsonInputError.
@@ -184,8 +212,8 @@ class ManifestParser {
     file = v.get<std::string>();
     fs::path p = fs::path(file).is_absolute() ? fs::path(file) : base_ / file;
     std::string text;
-    if (!read_text(p, kMaxConfigBytes, text)) {
-      issue(path, "cannot read config file " + excerpt(p.string(), 200));
+    if (const std::string why = read_named_file(p, kMaxConfigBytes, text); !why.empty()) {
+      issue(path, "cannot read config file " + excerpt(p.string(), 200) + ": " + why);
       return false;
     }
     try {

@@ -56,6 +56,13 @@ TEST(CliHostileInput, ManifestsAreBoundedInNestingAndInTheirConfigFiles) {
   EXPECT_TRUE(contains(o.err, "configs[0]: ")) << o.err;
   EXPECT_TRUE(contains(o.err, "deep.json: a[0]")) << o.err;
 
+  // A FIFO where a config file should be would block the build: it is not opened for reading.
+  ASSERT_EQ(::mkfifo((s / "cfg/fifo.json").c_str(), 0600), 0);
+  const std::string fifo = s.write("fifo.json", R"({"schema": "flashjit.manifest.v1", "configs": ["cfg/fifo.json"]})");
+  o = flashjit_cmd(s, {"precompile", "--dry-run", fifo});
+  EXPECT_EQ(o.code, 2) << o.err;
+  EXPECT_TRUE(contains(o.err, "cfg/fifo.json: not a regular file")) << o.err;
+
   // A vary path of many parts would build a value as deep as it is long.
   std::string path = "a";
   for (int i = 0; i < 5000; ++i) path += ".a";
