@@ -11,6 +11,8 @@ GPU. ``flashjit.attention`` runs on torch tensors and loads when torch is import
 
 The first call for a config compiles its kernel (about a second) or reads it from the disk
 cache (milliseconds); later calls with the same shapes cost a dictionary lookup and a launch.
+``flashjit.decode`` runs decode steps (1-64 query tokens per sequence) against a contiguous or
+paged KV cache.
 """
 
 from . import cache
@@ -46,8 +48,13 @@ except ImportError:
     def attention(*args, **kwargs):  # type: ignore[no-redef]
         """Attention on torch tensors (needs torch, which is not importable here)."""
         raise ImportError(_torch_import_error)
+
+    def decode(*args, **kwargs):  # type: ignore[no-redef]
+        """Decode attention against a KV cache on torch tensors (needs torch, not importable here)."""
+        raise ImportError(_torch_import_error)
 else:
     torch_available = True
+    from ._decode import decode  # registers the flashjit::decode custom op
     from ._torch import attention  # registers the flashjit::attention custom op
 
 __all__ = [
@@ -67,6 +74,7 @@ __all__ = [
     "attention",
     "build",
     "cache",
+    "decode",
     "generate",
     "get_kernel",
     "gpu_available",

@@ -121,6 +121,10 @@ class LaunchPlan:
         softmax_scale: float = 0.0,
         window_left: int = -1,
         window_right: int = -1,
+        num_pages: int = 0,
+        max_pages: int = 0,
+        page_table_stride: int = -1,
+        num_splits: int = 0,
     ) -> None: ...
     @property
     def kernel(self) -> LoadedKernel: ...
@@ -137,8 +141,16 @@ class LaunchPlan:
         cu_seqlens_q: int,
         cu_seqlens_k: int,
         tile_counter: int,
+        page_table: int = 0,
+        seqused_k: int = 0,
+        workspace: int = 0,
+        workspace_bytes: int = 0,
     ) -> None:
         """Launches on ``stream`` with device pointers as integers (0: none); ArgumentError first."""
+    def workspace_bytes(
+        self, q: int, k: int, v: int, o: int, lse: int, cu_seqlens_q: int, page_table: int, seqused_k: int
+    ) -> int:
+        """Bytes of device scratch a launch of this signature needs (split-K decode; 0 otherwise)."""
 
 def load_config_file(path: str) -> Config:
     """The config of a JSON file."""

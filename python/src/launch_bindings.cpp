@@ -26,9 +26,9 @@ struct LaunchPlan {
   LoadedKernel kernel;
   AttentionArgs args;  // pointers left null
 
-  void launch(uintptr_t stream, uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, uintptr_t q_rope,
-              uintptr_t k_rope, uintptr_t lse, uintptr_t cu_seqlens_q, uintptr_t cu_seqlens_k,
-              uintptr_t tile_counter) const {
+  AttentionArgs with(uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, uintptr_t q_rope, uintptr_t k_rope,
+                     uintptr_t lse, uintptr_t cu_seqlens_q, uintptr_t cu_seqlens_k, uintptr_t tile_counter,
+                     uintptr_t page_table, uintptr_t seqused_k, uintptr_t workspace, size_t workspace_bytes) const {
     AttentionArgs a = args;
     a.q.data = ptr(q);
     a.k.data = ptr(k);
@@ -40,8 +40,28 @@ struct LaunchPlan {
     a.cu_seqlens_q = reinterpret_cast<const int*>(cu_seqlens_q);
     a.cu_seqlens_k = reinterpret_cast<const int*>(cu_seqlens_k);
     a.tile_counter = reinterpret_cast<int*>(tile_counter);
+    a.page_table = reinterpret_cast<const int*>(page_table);
+    a.seqused_k = reinterpret_cast<const int*>(seqused_k);
+    a.workspace = reinterpret_cast<void*>(workspace);
+    a.workspace_bytes = workspace_bytes;
+    return a;
+  }
+
+  void launch(uintptr_t stream, uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, uintptr_t q_rope,
+              uintptr_t k_rope, uintptr_t lse, uintptr_t cu_seqlens_q, uintptr_t cu_seqlens_k,
+              uintptr_t tile_counter, uintptr_t page_table, uintptr_t seqused_k, uintptr_t workspace,
+              size_t workspace_bytes) const {
+    const AttentionArgs a = with(q, k, v, o, q_rope, k_rope, lse, cu_seqlens_q, cu_seqlens_k, tile_counter,
+                                 page_table, seqused_k, workspace, workspace_bytes);
     DeviceContext scope(kernel.device);
     kernel.kernel->launch(a, reinterpret_cast<CUstream>(stream));
+  }
+
+  // The scratch a launch of this signature needs (split-K decode), checked like a launch.
+  size_t workspace_bytes(uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, uintptr_t lse, uintptr_t cu_seqlens_q,
+                         uintptr_t page_table, uintptr_t seqused_k) const {
+    return kernel.kernel->workspace_bytes(
+        with(q, k, v, o, 0, 0, lse, cu_seqlens_q, 0, 0, page_table, seqused_k, 0, 0));
   }
 };
 
@@ -54,7 +74,8 @@ void register_launch(nb::module_& m) {
           [](LaunchPlan* self, const LoadedKernel& kernel, const Strides& q, const Strides& k, const Strides& v,
              const Strides& o, std::optional<Strides> q_rope, std::optional<Strides> k_rope,
              std::optional<std::array<int64_t, 2>> lse, int batch, int seqlen_q, int seqlen_k, int heads_q,
-             int heads_k, int total_q, int total_k, float softmax_scale, int window_left, int window_right) {
+             int heads_k, int total_q, int total_k, float softmax_scale, int window_left, int window_right,
+             int num_pages, int max_pages, int64_t page_table_stride, int num_splits) {
             AttentionArgs a;
             a.q = strided(q);
             a.k = strided(k);
@@ -76,21 +97,31 @@ void register_launch(nb::module_& m) {
             a.softmax_scale = softmax_scale;
             a.window_left = window_left;
             a.window_right = window_right;
+            a.num_pages = num_pages;
+            a.max_pages = max_pages;
+            a.page_table_stride = page_table_stride;
+            a.num_splits = num_splits;
             new (self) LaunchPlan{kernel, a};
           },
           nb::arg("kernel"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("o"), nb::arg("q_rope").none(),
           nb::arg("k_rope").none(), nb::arg("lse").none(), nb::arg("batch"), nb::arg("seqlen_q"),
           nb::arg("seqlen_k"), nb::arg("heads_q"), nb::arg("heads_k"), nb::arg("total_q") = 0,
           nb::arg("total_k") = 0, nb::arg("softmax_scale") = 0.f, nb::arg("window_left") = -1,
-          nb::arg("window_right") = -1,
-          "Tensors are (batch, row, head) element strides (ragged tensors: batch ignored); lse is "
-          "(batch, head) strides or None; softmax_scale 0 selects 1/sqrt(head_dim.qk).")
+          nb::arg("window_right") = -1, nb::arg("num_pages") = 0, nb::arg("max_pages") = 0,
+          nb::arg("page_table_stride") = -1, nb::arg("num_splits") = 0,
+          "Tensors are (batch, row, head) element strides (ragged tensors: batch ignored; paged caches: "
+          "(page, row, head)); lse is (batch, head) strides or None; softmax_scale 0 selects "
+          "1/sqrt(head_dim.qk); num_splits 0 lets a decode kernel choose.")
       .def_prop_ro("kernel", [](const LaunchPlan& p) { return p.kernel; })
       .def("launch", &LaunchPlan::launch, nb::arg("stream"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
            nb::arg("o"), nb::arg("q_rope"), nb::arg("k_rope"), nb::arg("lse"), nb::arg("cu_seqlens_q"),
-           nb::arg("cu_seqlens_k"), nb::arg("tile_counter"),
+           nb::arg("cu_seqlens_k"), nb::arg("tile_counter"), nb::arg("page_table") = 0, nb::arg("seqused_k") = 0,
+           nb::arg("workspace") = 0, nb::arg("workspace_bytes") = 0,
            "Launches on `stream` (a CUstream as an integer; 0 is the legacy default stream) with "
-           "device pointers as integers (0: none). Checks every argument first (ArgumentError).");
+           "device pointers as integers (0: none). Checks every argument first (ArgumentError).")
+      .def("workspace_bytes", &LaunchPlan::workspace_bytes, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("o"),
+           nb::arg("lse"), nb::arg("cu_seqlens_q"), nb::arg("page_table"), nb::arg("seqused_k"),
+           "Bytes of device scratch a launch of this signature needs (split-K decode; 0 otherwise).");
 }
 
 }  // namespace flashjit::python

@@ -1,0 +1,372 @@
+"""flashjit.decode on torch tensors, and the flashjit::decode custom op: a few query tokens per
+sequence against a KV cache, contiguous or paged (the decode family, docs/decode.md).
+
+As flashjit.attention: a direct path keyed on the call's signature, and a custom op with a fake
+implementation for torch.compile. The splits' workspace comes from torch's allocator (on the
+current stream, so it is reused only by later work there; inside a CUDA-graph capture it comes
+from the graph's pool and lives as long as the output).
+"""
+
+import os
+from collections.abc import Mapping
+from typing import Any, Optional, Tuple, Union
+
+import torch
+
+from . import _core
+from ._core import ArgumentError, Config
+from ._torch import (
+    _DTYPE_NAMES,
+    _FLOAT32,
+    _INT32,
+    _config_key,
+    _config_text,
+    _device_arch,
+    _empty,
+    _grad_enabled,
+    _is_compiling,
+    _mask,
+    _merged,
+    _pinned,
+    _raw_stream,
+    _signature,
+)
+
+_UINT8 = torch.uint8
+_MAX_PLANS = 4096
+_plans: dict = {}
+_MAX_TOKENS = 64  # tuning.max_seqlen_q the decode family takes
+
+
+def _fail(message: str):
+    raise ArgumentError("flashjit.decode: " + message)
+
+
+def _tokens_bound(seqlen_q: int) -> int:
+    """The kernel's max_seqlen_q for a call: the next power of two, so steps of 3 and 4 tokens
+    share one kernel."""
+    bound = 1
+    while bound < seqlen_q:
+        bound *= 2
+    return min(bound, _MAX_TOKENS)
+
+
+class _Layout:
+    __slots__ = ("varlen", "paged", "batch", "seqlen_q", "seqlen_k", "heads_q", "heads_k", "total_q", "dim",
+                 "dim_v", "page_size", "num_pages", "max_pages", "page_stride", "q", "k", "v", "o_shape",
+                 "lse_shape")
+
+
+def _int32_vector(name, t, length, device):
+    if t.dim() != 1 or t.dtype != _INT32 or t.stride(0) != 1 or t.shape[0] != length:
+        _fail(f"{name} must be a contiguous 1-D int32 tensor of {length} entries (got shape {tuple(t.shape)}, "
+              f"{t.dtype})")
+    if t.device != device:
+        _fail(f"{name} is on {t.device}, q on {device}")
+
+
+def _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_seqlen_k) -> _Layout:
+    """Checks the tensors against each other from their metadata alone (so fake tensors do too)."""
+    lay = _Layout()
+    lay.varlen = cu_seqlens_q is not None
+    lay.paged = page_table is not None
+    for name, t in (("k_cache", k), ("v_cache", v)):
+        if t.dim() != 4:
+            _fail(f"{name} has shape {tuple(t.shape)}: expected [num_pages, page_size, heads_k, dim] (paged) "
+                  "or [batch, seqlen_k, heads_k, dim]")
+        if t.stride(-1) != 1:
+            _fail(f"{name}'s last (head-dim) axis must be contiguous; its strides are {tuple(t.stride())}")
+        if t.device != q.device:
+            _fail(f"{name} is on {t.device}, q on {q.device}")
+    if q.stride(-1) != 1:
+        _fail(f"q's last (head-dim) axis must be contiguous; its strides are {tuple(q.stride())}")
+    if q.dtype not in _DTYPE_NAMES or k.dtype != q.dtype or v.dtype != q.dtype:
+        _fail(f"q, k_cache and v_cache must share one dtype, bfloat16 or float16 (got {q.dtype}, {k.dtype}, "
+              f"{v.dtype})")
+    if tuple(v.shape[:3]) != tuple(k.shape[:3]):
+        _fail(f"v_cache {tuple(v.shape)} must match k_cache {tuple(k.shape)} in every axis but the last")
+    if lay.varlen:
+        if q.dim() != 3:
+            _fail(f"q has shape {tuple(q.shape)}: ragged queries (cu_seqlens_q) are packed [total_q, heads_q, dim]")
+        if not lay.paged:
+            _fail("ragged queries (cu_seqlens_q) need a paged cache (page_table): a contiguous cache holds one "
+                  "row of keys per batch entry (use flashjit.attention for ragged keys)")
+        if max_seqlen_q is None:
+            _fail("ragged queries need max_seqlen_q, the most tokens of a sequence (reading it from cu_seqlens_q "
+                  "would synchronise with the GPU)")
+        lay.batch = cu_seqlens_q.shape[0] - 1
+        _int32_vector("cu_seqlens_q", cu_seqlens_q, lay.batch + 1, q.device)
+        lay.total_q, lay.heads_q, lay.dim = q.shape
+        lay.seqlen_q = int(max_seqlen_q)
+        lay.q = (0, q.stride(0), q.stride(1))
+    else:
+        if q.dim() != 4:
+            _fail(f"q has shape {tuple(q.shape)}: expected [batch, seqlen_q, heads_q, dim]")
+        lay.batch, lay.seqlen_q, lay.heads_q, lay.dim = q.shape
+        lay.total_q = 0
+        lay.q = tuple(q.stride()[:3])
+    if lay.batch < 1:
+        _fail("the batch is empty")
+    lay.heads_k, lay.dim_v = k.shape[2], v.shape[3]
+    if k.shape[3] != lay.dim:
+        _fail(f"q and k_cache head dims differ: {lay.dim} and {k.shape[3]}")
+    if lay.heads_k < 1 or lay.heads_q % lay.heads_k:
+        _fail(f"q has {lay.heads_q} heads, the cache {lay.heads_k}: the query heads must be a multiple of the KV heads")
+    if lay.paged:
+        lay.num_pages, lay.page_size = k.shape[0], k.shape[1]
+        if lay.page_size < 1 or lay.page_size > 256 or lay.page_size & (lay.page_size - 1):
+            _fail(f"k_cache pages hold {lay.page_size} rows: page sizes are powers of two from 1 to 256")
+        if page_table.dim() != 2 or page_table.dtype != _INT32 or page_table.shape[0] != lay.batch:
+            _fail(f"page_table must be int32 [batch = {lay.batch}, max_pages] (got shape {tuple(page_table.shape)}, "
+                  f"{page_table.dtype})")
+        if page_table.stride(1) != 1:
+            _fail(f"page_table's rows must be contiguous; its strides are {tuple(page_table.stride())}")
+        if page_table.device != q.device:
+            _fail(f"page_table is on {page_table.device}, q on {q.device}")
+        if cache_seqlens is None:
+            _fail("a paged cache needs cache_seqlens, each sequence's number of cached keys")
+        lay.max_pages, lay.page_stride = page_table.shape[1], page_table.stride(0)
+        lay.seqlen_k = lay.max_pages * lay.page_size if max_seqlen_k is None else int(max_seqlen_k)
+        if lay.seqlen_k > lay.max_pages * lay.page_size:
+            _fail(f"max_seqlen_k = {lay.seqlen_k} is more than the page table holds ({lay.max_pages} pages of "
+                  f"{lay.page_size})")
+    else:
+        if k.shape[0] != lay.batch:
+            _fail(f"k_cache holds {k.shape[0]} sequences, q {lay.batch}")
+        lay.page_size = lay.num_pages = lay.max_pages = 0
+        lay.page_stride = -1
+        lay.seqlen_k = k.shape[1] if max_seqlen_k is None else int(max_seqlen_k)
+        if lay.seqlen_k > k.shape[1]:
+            _fail(f"max_seqlen_k = {lay.seqlen_k} is more than the cache holds ({k.shape[1]})")
+    if cache_seqlens is not None:
+        _int32_vector("cache_seqlens", cache_seqlens, lay.batch, q.device)
+    if lay.seqlen_q < 0 or lay.seqlen_q > _MAX_TOKENS:
+        _fail(f"{lay.seqlen_q} query tokens per sequence: decode takes 0 to {_MAX_TOKENS} (use flashjit.attention "
+              "for prefill)")
+    lay.k, lay.v = tuple(k.stride()[:3]), tuple(v.stride()[:3])
+    hq, dv = lay.heads_q, lay.dim_v
+    if lay.varlen:
+        lay.o_shape, lay.lse_shape = (lay.total_q, hq, dv), (hq, lay.total_q)
+    else:
+        lay.o_shape, lay.lse_shape = (lay.batch, lay.seqlen_q, hq, dv), (lay.batch, hq, lay.seqlen_q)
+    return lay
+
+
+def _problem(lay: _Layout, dtype, out_dtype, mask: str, return_lse: bool) -> dict:
+    return {
+        "dtype": {"qkv": _DTYPE_NAMES[dtype], "out": _DTYPE_NAMES[out_dtype]},
+        "head_dim": {"qk": lay.dim, "v": lay.dim_v},
+        "group": lay.heads_q // lay.heads_k,
+        "mask": mask,
+        "varlen": lay.varlen,
+        "kv_layout": {"paged": lay.paged, "page_size": lay.page_size},
+        "outputs": {"lse": bool(return_lse)},
+    }
+
+
+class _Plan:
+    __slots__ = ("launch", "device", "index", "o_shape", "o_dtype", "lse_shape", "workspace")
+
+
+def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q, max_seqlen_q,
+               max_seqlen_k, num_splits, return_lse, out, config_key) -> _Plan:
+    if not (q.is_cuda and k.is_cuda and v.is_cuda):
+        _fail(f"q, k_cache and v_cache must be CUDA tensors (got {q.device}, {k.device}, {v.device})")
+    lay = _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
+    mask, left, right = _mask(causal, window)
+    plan = _Plan()
+    plan.device, plan.index = q.device, q.device.index
+    plan.o_shape, plan.o_dtype = lay.o_shape, q.dtype
+    if out is not None:
+        if tuple(out.shape) != lay.o_shape or out.dtype not in _DTYPE_NAMES or out.device != q.device:
+            _fail(f"out must be a bfloat16 or float16 tensor of shape {lay.o_shape} on {q.device} "
+                  f"(got {tuple(out.shape)} {out.dtype} on {out.device})")
+        if not out.is_contiguous():
+            _fail(f"out must be contiguous; its strides are {tuple(out.stride())}")
+        plan.o_dtype = out.dtype
+    plan.lse_shape = lay.lse_shape if return_lse else None
+    problem = _problem(lay, q.dtype, plan.o_dtype, mask, return_lse)
+    pinned = _pinned(config_key)
+    config = _merged(problem, pinned, _device_arch(q.device) if pinned is not None else "native")
+    tuning = dict(config.to_dict().get("tuning") or {})
+    tuning.setdefault("family", "decode")
+    tuning.setdefault("max_seqlen_q", _tokens_bound(max(1, lay.seqlen_q)))
+    config = Config({**config.to_dict(), "tuning": tuning})
+    kernel = _core.load_kernel(config, max(1, lay.seqlen_k), plan.index)
+    hq, dv = lay.heads_q, lay.dim_v
+    o_strides = (0, hq * dv, dv) if lay.varlen else (lay.seqlen_q * hq * dv, hq * dv, dv)
+    lse_strides = None
+    plan.launch = _core.LaunchPlan(
+        kernel, lay.q, lay.k, lay.v, o_strides, None, None, lse_strides,
+        batch=lay.batch, seqlen_q=lay.seqlen_q, seqlen_k=lay.seqlen_k, heads_q=hq, heads_k=lay.heads_k,
+        total_q=lay.total_q, total_k=0, softmax_scale=float(softmax_scale or 0.0), window_left=left,
+        window_right=right, num_pages=lay.num_pages, max_pages=lay.max_pages, page_table_stride=lay.page_stride,
+        num_splits=int(num_splits))
+    # The splits' scratch depends on the signature only: sized once, with this call's tensors.
+    o_probe = _empty(plan.o_shape, dtype=plan.o_dtype, device=plan.device) if out is None else out
+    plan.workspace = plan.launch.workspace_bytes(
+        q.data_ptr(), k.data_ptr(), v.data_ptr(), o_probe.data_ptr(),
+        _empty(1, dtype=_FLOAT32, device=plan.device).data_ptr() if return_lse else 0,
+        0 if cu_seqlens_q is None else cu_seqlens_q.data_ptr(),
+        0 if page_table is None else page_table.data_ptr(),
+        0 if cache_seqlens is None else cache_seqlens.data_ptr())
+    return plan
+
+
+def _run(plan: _Plan, q, k, v, cache_seqlens, page_table, cu_seqlens_q, out, return_lse):
+    o = out if out is not None else _empty(plan.o_shape, dtype=plan.o_dtype, device=plan.device)
+    lse = None if plan.lse_shape is None else _empty(plan.lse_shape, dtype=_FLOAT32, device=plan.device)
+    ws = 0
+    if plan.workspace:
+        scratch = _empty(plan.workspace, dtype=_UINT8, device=plan.device)
+        o._flashjit_workspace = scratch  # a captured graph's replays keep using it
+        ws = scratch.data_ptr()
+    plan.launch.launch(
+        _raw_stream(plan.index), q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), 0, 0,
+        0 if lse is None else lse.data_ptr(), 0 if cu_seqlens_q is None else cu_seqlens_q.data_ptr(), 0, 0,
+        0 if page_table is None else page_table.data_ptr(), 0 if cache_seqlens is None else cache_seqlens.data_ptr(),
+        ws, plan.workspace)
+    return (o, lse) if return_lse else o
+
+
+def _decode(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q, max_seqlen_q,
+            max_seqlen_k, num_splits, return_lse, out, config_key):
+    key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype, q.get_device(),
+           _signature(cache_seqlens), _signature(page_table), _signature(cu_seqlens_q), causal, window,
+           softmax_scale, max_seqlen_q, max_seqlen_k, num_splits, return_lse, _signature(out), config_key)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q,
+                          max_seqlen_q, max_seqlen_k, num_splits, return_lse, out, config_key)
+        if len(_plans) >= _MAX_PLANS:
+            _plans.clear()
+        _plans[key] = plan
+    return _run(plan, q, k, v, cache_seqlens, page_table, cu_seqlens_q, out, return_lse)
+
+
+# ---- the custom op --------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("flashjit::decode", mutates_args=())
+def _decode_op(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    cache_seqlens: Optional[torch.Tensor],
+    page_table: Optional[torch.Tensor],
+    cu_seqlens_q: Optional[torch.Tensor],
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softmax_scale: float,
+    num_splits: int,
+    return_lse: bool,
+    config: Optional[str],
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """flashjit.decode as an operator: (out, lse), lse empty unless return_lse; -1 for an absent
+    length or window side, 0.0 for the default scale, 0 splits for the kernel's choice."""
+    result = _decode(q, k_cache, v_cache, cache_seqlens, page_table, causal, (window_left, window_right),
+                     softmax_scale or None, cu_seqlens_q, None if max_seqlen_q < 0 else max_seqlen_q,
+                     None if max_seqlen_k < 0 else max_seqlen_k, num_splits, return_lse, None, _config_key(config))
+    return result if return_lse else (result, result.new_empty((0,), dtype=_FLOAT32))
+
+
+@_decode_op.register_fake
+def _decode_fake(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_seqlen_k, causal,
+                 window_left, window_right, softmax_scale, num_splits, return_lse, config):
+    if q.device.type not in ("cuda", "meta"):
+        _fail(f"q, k_cache and v_cache must be CUDA tensors (got {q.device})")
+    lay = _layout(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q,
+                  None if max_seqlen_q < 0 else max_seqlen_q, None if max_seqlen_k < 0 else max_seqlen_k)
+    _mask(causal, (window_left, window_right))
+    o = q.new_empty(lay.o_shape)
+    lse = q.new_empty(lay.lse_shape if return_lse else (0,), dtype=_FLOAT32)
+    return o, lse
+
+
+def _no_backward(ctx, grad_out, grad_lse):
+    raise RuntimeError("flashjit.decode is forward only: it has no backward kernel")
+
+
+_decode_op.register_autograd(_no_backward, setup_context=lambda ctx, inputs, output: None)
+
+
+# ---- the public call ------------------------------------------------------------------------------
+
+
+def decode(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    *,
+    cache_seqlens: Optional[torch.Tensor] = None,
+    page_table: Optional[torch.Tensor] = None,
+    causal: bool = False,
+    window: Optional[Tuple[int, int]] = None,
+    softmax_scale: Optional[float] = None,
+    cu_seqlens_q: Optional[torch.Tensor] = None,
+    max_seqlen_q: Optional[int] = None,
+    max_seqlen_k: Optional[int] = None,
+    num_splits: int = 0,
+    return_lse: bool = False,
+    out: Optional[torch.Tensor] = None,
+    config: Union[Config, Mapping[str, Any], str, "os.PathLike[str]", None] = None,
+) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+    """Attention of a decode step against a KV cache, on torch's current CUDA stream.
+
+    Args:
+        q: ``[batch, seqlen_q, heads_q, dim]`` (1 to 64 tokens per sequence; a step of several
+            tokens is causal among itself with ``causal=True``), or ``[total_q, heads_q, dim]``
+            packed rows of ragged steps (with ``cu_seqlens_q`` and a paged cache). bfloat16 or
+            float16.
+        k_cache, v_cache: the cache, the same dtype: ``[batch, seqlen_k, heads_k, dim]`` (any
+            strides with a contiguous last axis), or with ``page_table`` paged ``[num_pages,
+            page_size, heads_k, dim]`` (page sizes are powers of two up to 256); ``heads_q`` a
+            multiple of ``heads_k``.
+        cache_seqlens: int32 ``[batch]`` on the GPU: each sequence's cached keys (required with
+            a paged cache; default: all of the contiguous cache).
+        page_table: int32 ``[batch, max_pages]`` on the GPU: key j of sequence b is row
+            ``j % page_size`` of page ``page_table[b, j // page_size]``. An entry outside the
+            cache is never read; the rows it would feed come out NaN.
+        causal, window, softmax_scale: as :func:`flashjit.attention` (bottom-right aligned:
+            token t of a step of seqlen_q tokens sees keys up to ``cache_seqlens - seqlen_q + t``).
+        cu_seqlens_q, max_seqlen_q: int32 ``[batch + 1]`` offsets of ragged steps, and the most
+            tokens of one (required with cu_seqlens_q).
+        max_seqlen_k: the longest cache length, if known (default: what the cache or the page
+            table holds); sizes the split of the keys.
+        num_splits: how many CTAs split each sequence's keys (0: chosen from the shape and the
+            GPU's SM count).
+        return_lse: also return the LSE, float32, ``[batch, heads_q, seqlen_q]`` (ragged:
+            ``[heads_q, total_q]``).
+        out: write the output here (contiguous, the result's shape, bfloat16 or float16).
+        config: pin the decode kernel's tuning, as for :func:`flashjit.attention`.
+
+    Returns:
+        ``out`` ``[batch, seqlen_q, heads_q, dim_v]`` (or ``[total_q, heads_q, dim_v]``), or
+        ``(out, lse)`` with ``return_lse``. Sequences without keys give zeros and an LSE of -inf.
+
+    Nothing synchronises with the GPU; the splits' scratch comes from torch's allocator, so the
+    call can be captured in a CUDA graph. Forward only.
+    """
+    tensors = (q, k_cache, v_cache)
+    if (any(type(t) is not torch.Tensor for t in tensors) or not q.is_cuda or _is_compiling()
+            or (_grad_enabled() and any(t.requires_grad for t in tensors))):
+        left, right = (-1, -1) if window is None else (window[0], window[1])
+        if isinstance(config, Config) and _is_compiling():
+            raise TypeError("flashjit.decode under torch.compile: pass config as a dict, a path or JSON text")
+        o, lse = torch.ops.flashjit.decode(
+            q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q,
+            -1 if max_seqlen_q is None else max_seqlen_q, -1 if max_seqlen_k is None else max_seqlen_k, causal,
+            left, right, 0.0 if softmax_scale is None else float(softmax_scale), int(num_splits), return_lse,
+            config if config is None or isinstance(config, str) else _config_text(config))
+        if out is not None:
+            out.copy_(o)
+            o = out
+        return (o, lse) if return_lse else o
+    if window is not None:
+        window = tuple(window)
+    return _decode(q, k_cache, v_cache, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q,
+                   max_seqlen_q, max_seqlen_k, num_splits, return_lse, out,
+                   None if config is None else _config_key(config))

@@ -1,0 +1,158 @@
+"""flashjit.decode on a GPU against an fp64 reference that gathers the cache's pages: contiguous
+and paged caches at several page sizes, cache lengths including empty ones, multi-token causal
+steps, GQA, windows, forced split counts, ragged steps, the LSE, and a CUDA graph replayed on
+fresh data. Skipped without torch or a GPU."""
+
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (the GPU tests run through it)")
+
+import flashjit  # noqa: E402
+
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU visible to torch (torch.cuda.is_available() is False)", allow_module_level=True)
+if not flashjit.gpu_available():
+    pytest.skip(f"flashjit sees no GPU: {flashjit._core.gpu_unavailable_reason()}", allow_module_level=True)
+
+DEV = "cuda"
+TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 3e-3}
+
+
+@pytest.fixture
+def seed():
+    s = random.randrange(1 << 30)
+    torch.manual_seed(s)
+    return s
+
+
+def paged_cache(k, v, lens, page):
+    """The [B, S, Hk, D] cache k, v as shuffled pages: (k_pages, v_pages, page_table)."""
+    batch, _, hk, d = k.shape
+    need = [(n + page - 1) // page for n in lens]
+    max_pages = max(1, max(need))
+    total = sum(need) + 1
+    order = torch.randperm(total).tolist()
+    kp = torch.full((total, page, hk, d), float("nan"), dtype=k.dtype, device=DEV)
+    vp = torch.full((total, page, hk, v.shape[-1]), float("nan"), dtype=v.dtype, device=DEV)
+    table = torch.full((batch, max_pages), -1, dtype=torch.int32)
+    for b in range(batch):
+        for i in range(need[b]):
+            p = order.pop()
+            table[b, i] = p
+            rows = slice(i * page, min((i + 1) * page, lens[b]))
+            n = rows.stop - rows.start
+            kp[p, :n] = k[b, rows]
+            vp[p, :n] = v[b, rows]
+    return kp, vp, table.to(DEV)
+
+
+def reference(q, k, v, lens, causal, window, scale=None):
+    """fp64: q [B, Sq, Hq, D] against the first lens[b] keys of k, v [B, S, Hk, D]."""
+    b_, sq, hq, d = q.shape
+    hk = k.shape[2]
+    scale = scale or d ** -0.5
+    out = torch.zeros(b_, sq, hq, v.shape[-1], dtype=torch.float64, device=DEV)
+    lse = torch.full((b_, hq, sq), float("-inf"), dtype=torch.float64, device=DEV)
+    for b in range(b_):
+        n = lens[b]
+        if n == 0:
+            continue
+        qd = q[b].double().transpose(0, 1)                                        # [Hq, Sq, D]
+        kd = k[b, :n].double().transpose(0, 1).repeat_interleave(hq // hk, 0)     # [Hq, n, D]
+        vd = v[b, :n].double().transpose(0, 1).repeat_interleave(hq // hk, 0)
+        s = qd @ kd.transpose(1, 2) * scale                                       # [Hq, Sq, n]
+        i = torch.arange(sq, device=DEV)[:, None] + (n - sq)
+        j = torch.arange(n, device=DEV)[None, :]
+        allowed = torch.ones(sq, n, dtype=torch.bool, device=DEV)
+        if causal:
+            allowed &= j <= i
+        if window is not None:
+            left, right = window
+            if left >= 0:
+                allowed &= j >= i - left
+            if right >= 0 and not causal:
+                allowed &= j <= i + right
+        s = s.masked_fill(~allowed, float("-inf"))
+        m = s.amax(-1, keepdim=True)
+        has = torch.isfinite(m)
+        p = torch.where(has, torch.exp(s - torch.where(has, m, 0)), 0)
+        l = p.sum(-1, keepdim=True)
+        out[b] = torch.where(l > 0, (p @ vd) / torch.where(l > 0, l, 1), 0).transpose(0, 1)
+        lse[b] = torch.where(l[..., 0] > 0, (m + torch.log(l))[..., 0], float("-inf"))
+    return out, lse
+
+
+def rel_error(got, want):
+    return ((got.double() - want).norm() / want.norm().clamp_min(1e-30)).item()
+
+
+CASES = [
+    # dtype, dim, heads, kv_heads, tokens, page (0: contiguous), causal, window, splits
+    (torch.bfloat16, 128, 32, 8, 1, 16, False, None, 0),
+    (torch.bfloat16, 128, 64, 8, 4, 64, True, None, 0),
+    (torch.float16, 64, 8, 1, 2, 1, True, None, 0),
+    (torch.bfloat16, 256, 16, 4, 1, 256, False, None, 5),
+    (torch.bfloat16, 128, 32, 8, 16, 0, True, None, 0),
+    (torch.bfloat16, 128, 8, 8, 1, 32, False, (300, 0), 0),
+]
+
+
+@pytest.mark.parametrize("dtype, dim, hq, hk, tokens, page, causal, window, splits", CASES)
+def test_matches_fp64(seed, dtype, dim, hq, hk, tokens, page, causal, window, splits):
+    lens = [0, 1, 17, 4095, 20000]
+    batch, longest = len(lens), max(lens)
+    q = torch.randn(batch, tokens, hq, dim, dtype=dtype, device=DEV)
+    k = torch.randn(batch, longest, hk, dim, dtype=dtype, device=DEV)
+    v = torch.randn(batch, longest, hk, dim, dtype=dtype, device=DEV)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    if page:
+        kp, vp, table = paged_cache(k, v, lens, page)
+        o, lse = flashjit.decode(q, kp, vp, page_table=table, cache_seqlens=seqlens, causal=causal, window=window,
+                                 num_splits=splits, return_lse=True)
+    else:
+        o, lse = flashjit.decode(q, k, v, cache_seqlens=seqlens, causal=causal, window=window, num_splits=splits,
+                                 return_lse=True)
+    want_o, want_lse = reference(q, k, v, lens, causal, window)
+    assert torch.isfinite(o).all(), f"seed {seed}"
+    assert rel_error(o, want_o) < TOLERANCE[dtype], f"seed {seed}: {rel_error(o, want_o):.3e}"
+    finite = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(lse), finite), f"seed {seed}"
+    assert (lse[finite].double() - want_lse[finite]).abs().max().item() < 1e-2, f"seed {seed}"
+
+
+def test_ragged_steps(seed):
+    lens, tokens = [100, 5000, 0], [3, 1, 2]
+    page, hq, hk, dim = 16, 16, 4, 128
+    k = torch.randn(3, max(lens), hk, dim, dtype=torch.bfloat16, device=DEV)
+    v = torch.randn_like(k)
+    kp, vp, table = paged_cache(k, v, lens, page)
+    qs = [torch.randn(1, t, hq, dim, dtype=torch.bfloat16, device=DEV) for t in tokens]
+    packed = torch.cat([x[0] for x in qs])
+    cu = torch.tensor([0, 3, 4, 6], dtype=torch.int32, device=DEV)
+    o = flashjit.decode(packed, kp, vp, page_table=table, cache_seqlens=torch.tensor(lens, dtype=torch.int32,
+                        device=DEV), cu_seqlens_q=cu, max_seqlen_q=3, causal=True)
+    for b, x in enumerate(qs):
+        want, _ = reference(x, k[b:b + 1], v[b:b + 1], [lens[b]], True, None)
+        got = o[cu[b]:cu[b + 1]][None]
+        assert rel_error(got, want) < 1e-2 or lens[b] == 0, f"seed {seed}, sequence {b}"
+
+
+def test_graph_replays_on_fresh_data(seed):
+    lens = [30000]
+    q = torch.randn(1, 1, 64, 128, dtype=torch.bfloat16, device=DEV)
+    k = torch.randn(1, lens[0], 8, 128, dtype=torch.bfloat16, device=DEV)
+    v = torch.randn_like(k)
+    kp, vp, table = paged_cache(k, v, lens, 64)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    flashjit.decode(q, kp, vp, page_table=table, cache_seqlens=seqlens)  # plan and build outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o = flashjit.decode(q, kp, vp, page_table=table, cache_seqlens=seqlens)
+    for _ in range(3):
+        q.copy_(torch.randn_like(q))
+        graph.replay()
+        torch.cuda.synchronize()
+        want, _ = reference(q, k, v, lens, False, None)
+        assert rel_error(o, want) < 1e-2, f"seed {seed}"

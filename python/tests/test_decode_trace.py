@@ -1,0 +1,97 @@
+"""flashjit.decode without a GPU: the custom op's schema, its fake implementation's shapes for
+contiguous, paged and ragged calls, torch.compile(fullgraph=True) tracing, and argument errors
+naming the tensor. Meta tensors stand in for CUDA tensors."""
+
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (the torch layer loads only with torch)")
+
+import flashjit  # noqa: E402
+
+BF16, I32 = torch.bfloat16, torch.int32
+
+
+def meta(*shape, dtype=BF16):
+    return torch.empty(*shape, device="meta", dtype=dtype)
+
+
+def paged_call(batch=4, tokens=1, heads=32, kv_heads=8, dim=128, pages=100, page=16, max_pages=20, **kwargs):
+    q = meta(batch, tokens, heads, dim)
+    k = meta(pages, page, kv_heads, dim)
+    v = meta(pages, page, kv_heads, dim)
+    return q, k, v, dict(page_table=meta(batch, max_pages, dtype=I32), cache_seqlens=meta(batch, dtype=I32), **kwargs)
+
+
+def test_the_op_is_registered_with_its_schema():
+    schema = str(torch.ops.flashjit.decode.default._schema)
+    for arg in ("Tensor q", "Tensor k_cache", r"Tensor\? cache_seqlens", r"Tensor\? page_table",
+                r"Tensor\? cu_seqlens_q", "(Sym)?Int num_splits", "bool return_lse", r"str\? config"):
+        assert re.search(arg, schema), arg
+    assert schema.endswith("-> (Tensor, Tensor)")
+
+
+def test_paged_and_contiguous_shapes():
+    q, k, v, kw = paged_call(tokens=4)
+    o = flashjit.decode(q, k, v, causal=True, **kw)
+    assert o.shape == (4, 4, 32, 128) and o.dtype == BF16
+    o, lse = flashjit.decode(q, k, v, return_lse=True, **kw)
+    assert lse.shape == (4, 32, 4) and lse.dtype == torch.float32
+    dense_k, dense_v = meta(4, 4096, 8, 128), meta(4, 4096, 8, 64)
+    assert flashjit.decode(meta(4, 1, 32, 128), dense_k, dense_v).shape == (4, 1, 32, 64)
+
+
+def test_ragged_steps_against_a_paged_cache():
+    q, k, v, kw = paged_call()
+    o, lse = flashjit.decode(meta(10, 32, 128), k, v, cu_seqlens_q=meta(5, dtype=I32), max_seqlen_q=4,
+                             return_lse=True, **kw)
+    assert o.shape == (10, 32, 128) and lse.shape == (32, 10)
+
+
+def test_compile_traces_one_graph():
+    q, k, v, kw = paged_call()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    fn = torch.compile(lambda q, k, v, t, s: flashjit.decode(q, k, v, page_table=t, cache_seqlens=s),
+                       backend=backend, fullgraph=True)
+    assert fn(q, k, v, kw["page_table"], kw["cache_seqlens"]).shape == (4, 1, 32, 128)
+    assert len(graphs) == 1
+    assert "flashjit.decode" in str(graphs[0].graph)
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda a: a[3].update(page_table=meta(4, 20, dtype=torch.int64)), "page_table must be int32"),
+    (lambda a: a[3].pop("cache_seqlens"), "needs cache_seqlens"),
+    (lambda a: a[3].update(cache_seqlens=meta(3, dtype=I32)), "cache_seqlens must be"),
+    (lambda a: a[3].update(max_seqlen_k=10**6), "more than the page table holds"),
+])
+def test_bad_arguments_are_named(change, needle):
+    args = list(paged_call())
+    change(args)
+    q, k, v, kw = args
+    with pytest.raises(flashjit.ArgumentError, match=needle):
+        flashjit.decode(q, k, v, **kw)
+
+
+def test_pages_must_be_powers_of_two_and_steps_short():
+    q, _, _, kw = paged_call()
+    with pytest.raises(flashjit.ArgumentError, match="powers of two"):
+        flashjit.decode(q, meta(10, 24, 8, 128), meta(10, 24, 8, 128), **kw)
+    with pytest.raises(flashjit.ArgumentError, match="flashjit.attention"):
+        flashjit.decode(meta(4, 100, 32, 128), meta(4, 200, 8, 128), meta(4, 200, 8, 128))
+    with pytest.raises(flashjit.ArgumentError, match="need a paged cache"):
+        flashjit.decode(meta(10, 32, 128), meta(4, 200, 8, 128), meta(4, 200, 8, 128),
+                        cu_seqlens_q=meta(5, dtype=I32), max_seqlen_q=4)
+
+
+def test_backward_raises():
+    q, k, v, kw = paged_call()
+    q = q.requires_grad_()
+    o = flashjit.decode(q, k, v, **kw)
+    with pytest.raises(RuntimeError, match="forward only"):
+        o.sum().backward()
