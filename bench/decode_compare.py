@@ -1,0 +1,398 @@
+#!/usr/bin/env python3
+"""The decode benchmark: flashjit's decode family beside its peers, in one process, on the same
+GPU, point by point, each library timed the same way in two modes.
+
+  PYTHONPATH=build/python python3 bench/decode_compare.py [--quick] [--json FILE] [--markdown FILE]
+      [--batch 1,8,32,128] [--cache 2k,8k,32k,128k] [--tokens 1,2,4,8,16] [--heads 32/8,64/8,8/1]
+      [--dim 128] [--pages 16,64] [--libraries flashjit,cudnn,flashinfer,sdpa] [--modes idle,sustained]
+
+Libraries: flashjit.decode on a paged cache (and on a contiguous one), cuDNN's SDPA through the
+cuDNN frontend (paged), FlashInfer's paged decode (tensor-core wrapper; its paged prefill wrapper
+for steps of several tokens), torch SDPA on a contiguous cache. Peers that are not importable
+read n/a (../shared/peers/README.md says how to bring their wheels).
+
+Measure: GB/s of the bytes a launch must move (Q, every cached key's K and V, O) over the
+median of --iters launches timed with CUDA events, and µs per call.
+  idle       a 0.5 s pause before each point, an L2-flushing memset before each launch;
+  sustained  --sustain-s seconds of the library's own back-to-back launches first, then the
+             timed launches back to back (no flush, no pause), as in serving; the board sits at
+             its power cap. Cache copies rotate so small caches are not served from L2.
+Each timed window records the SM clock, the power draw and the clock-limit reasons at its end,
+and (sustained) the energy per call from the board's energy counter (bench/nvml.py).
+Each peer's output is compared with flashjit's (relative error) as a cross-check.
+"""
+
+import argparse
+import importlib
+import json
+import math
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nvml  # noqa: E402
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def module_version(name):
+    try:
+        return getattr(importlib.import_module(name), "__version__", "?")
+    except Exception as e:  # noqa: BLE001
+        return f"not importable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+
+
+def parse_list(text, kind=int):
+    out = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        if not part:
+            continue
+        mult = 1
+        if kind is int and part.endswith("k"):
+            part, mult = part[:-1], 1024
+        out.append(kind(part) * mult if kind is int else kind(part))
+    return out
+
+
+def heads_list(text):
+    return [tuple(int(x) for x in h.split("/")) for h in text.split(",") if h]
+
+
+# ---- inputs -----------------------------------------------------------------------------------------
+
+class Point:
+    def __init__(self, batch, cache, tokens, hq, hk, dim, page):
+        self.batch, self.cache, self.tokens, self.hq, self.hk, self.dim, self.page = \
+            batch, cache, tokens, hq, hk, dim, page
+
+    @property
+    def id(self):
+        return f"b{self.batch}_k{self.cache}_q{self.tokens}_h{self.hq}-{self.hk}_d{self.dim}_p{self.page}"
+
+    def bytes(self, elem=2):
+        kv = self.batch * self.cache * self.hk * 2 * self.dim
+        qo = 2 * self.batch * self.tokens * self.hq * self.dim
+        return elem * (kv + qo)
+
+    def flops(self):
+        return 4.0 * self.batch * self.hq * self.tokens * self.cache * self.dim
+
+
+class Inputs:
+    """One point's tensors: `sets` copies of a paged cache in FlashInfer's NHD layout [pages, 2,
+    page, Hk, D] (flashjit and cuDNN read views of it), page tables handing out pages in a
+    shuffled order, cache lengths, queries; a contiguous cache for the contiguous libraries."""
+
+    def __init__(self, torch, p, sets, contiguous):
+        dev, dt = "cuda", torch.bfloat16
+        per_seq = math.ceil(p.cache / p.page)
+        self.pages = p.batch * per_seq
+        self.kv = torch.randn(sets * self.pages, 2, p.page, p.hk, p.dim, dtype=dt, device=dev)
+        self.tables = []
+        for s in range(sets):
+            order = torch.randperm(self.pages, device=dev, dtype=torch.int64) + s * self.pages
+            self.tables.append(order.view(p.batch, per_seq).to(torch.int32).contiguous())
+        self.lens = torch.full((p.batch,), p.cache, dtype=torch.int32, device=dev)
+        self.q = [torch.randn(p.batch, p.tokens, p.hq, p.dim, dtype=dt, device=dev) for _ in range(sets)]
+        self.k = self.kv[:, 0]
+        self.v = self.kv[:, 1]
+        self.dense = None
+        if contiguous:
+            self.dense = [(torch.randn(p.batch, p.cache, p.hk, p.dim, dtype=dt, device=dev),
+                           torch.randn(p.batch, p.cache, p.hk, p.dim, dtype=dt, device=dev)) for _ in range(sets)]
+        self.sets = sets
+
+
+# ---- libraries: each returns a list of callables (one per input set) and the first's output --------
+
+def flashjit_paged(torch, p, inp, causal):
+    import flashjit
+    calls = [lambda s=s: flashjit.decode(inp.q[s], inp.k, inp.v, page_table=inp.tables[s], cache_seqlens=inp.lens,
+                                         causal=causal, max_seqlen_k=p.cache) for s in range(inp.sets)]
+    return calls
+
+
+def flashjit_contiguous(torch, p, inp, causal):
+    import flashjit
+    return [lambda s=s: flashjit.decode(inp.q[s], inp.dense[s][0], inp.dense[s][1], causal=causal)
+            for s in range(inp.sets)]
+
+
+def sdpa_contiguous(torch, p, inp, causal):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    mask = None
+    if causal and p.tokens > 1:
+        from torch.nn.attention.bias import causal_lower_right
+        mask = causal_lower_right(p.tokens, p.cache)
+    views = [(inp.q[s].transpose(1, 2), inp.dense[s][0].transpose(1, 2), inp.dense[s][1].transpose(1, 2))
+             for s in range(inp.sets)]
+
+    def call(s):
+        q, k, v = views[s]
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=p.hq != p.hk).transpose(1, 2)
+
+    return [lambda s=s: call(s) for s in range(inp.sets)]
+
+
+def cudnn_paged(torch, p, inp, causal):
+    import cudnn
+
+    handle = cudnn.create_handle()
+    q0 = inp.q[0].transpose(1, 2)                     # (B, H, s_q, D) logical
+    kc = inp.k.permute(0, 2, 1, 3)                    # containers (blocks, Hk, page, D), strided views
+    vc = inp.v.permute(0, 2, 1, 3)
+    tables = [t.view(p.batch, 1, -1, 1) for t in inp.tables]
+    seq_q = torch.full((p.batch, 1, 1, 1), p.tokens, dtype=torch.int32, device="cuda")
+    seq_kv = inp.lens.view(p.batch, 1, 1, 1)
+    o = torch.empty_like(q0)
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.BFLOAT16, intermediate_data_type=cudnn.data_type.FLOAT,
+                      compute_data_type=cudnn.data_type.FLOAT, handle=handle)
+    qt, kt, vt = g.tensor_like(q0), g.tensor_like(kc), g.tensor_like(vc)
+    tk, tv = g.tensor_like(tables[0]), g.tensor_like(tables[0])
+    sq, skv = g.tensor_like(seq_q), g.tensor_like(seq_kv)
+    ot, _ = g.sdpa(name="sdpa", q=qt, k=kt, v=vt, is_inference=True, attn_scale=1 / math.sqrt(p.dim),
+                   use_padding_mask=True, seq_len_q=sq, seq_len_kv=skv, paged_attention_k_table=tk,
+                   paged_attention_v_table=tv, paged_attention_max_seq_len_kv=p.cache,
+                   use_causal_mask_bottom_right=causal and p.tokens > 1)
+    ot.set_output(True).set_dim(list(o.shape)).set_stride(list(o.stride()))
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.check_support()
+    g.build_plans()
+    ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+
+    def call(s):
+        g.execute({qt: inp.q[s].transpose(1, 2), kt: kc, vt: vc, tk: tables[s], tv: tables[s], sq: seq_q,
+                   skv: seq_kv, ot: o}, ws, handle=handle)
+        return o.transpose(1, 2)
+
+    return [lambda s=s: call(s) for s in range(inp.sets)]
+
+
+def flashinfer_paged(torch, p, inp, causal):
+    import flashinfer
+
+    ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    per_seq = inp.tables[0].shape[1]
+    indptr = torch.arange(0, p.batch + 1, dtype=torch.int32, device="cuda") * per_seq
+    last = torch.full((p.batch,), p.cache - (per_seq - 1) * p.page, dtype=torch.int32, device="cuda")
+    wrappers = []
+    for s in range(inp.sets):
+        indices = inp.tables[s].flatten()
+        if p.tokens == 1:
+            w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, kv_layout="NHD", use_tensor_cores=True)
+            w.plan(indptr, indices, last, p.hq, p.hk, p.dim, p.page, q_data_type=torch.bfloat16,
+                   kv_data_type=torch.bfloat16)
+        else:
+            w = flashinfer.BatchPrefillWithPagedKVCacheWrapper(ws, kv_layout="NHD")
+            qo_indptr = torch.arange(0, p.batch + 1, dtype=torch.int32, device="cuda") * p.tokens
+            w.plan(qo_indptr, indptr, indices, last, p.hq, p.hk, p.dim, p.page, causal=causal,
+                   q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
+        wrappers.append(w)
+    if p.tokens == 1:
+        return [lambda s=s: wrappers[s].run(inp.q[s][:, 0], inp.kv).unsqueeze(1) for s in range(inp.sets)]
+    return [lambda s=s: wrappers[s].run(inp.q[s].flatten(0, 1), inp.kv).view(p.batch, p.tokens, p.hq, p.dim)
+            for s in range(inp.sets)]
+
+
+LIBRARIES = {
+    "flashjit": ("flashjit paged", flashjit_paged, False),
+    "flashjit-contiguous": ("flashjit contiguous", flashjit_contiguous, True),
+    "cudnn": ("cuDNN paged", cudnn_paged, False),
+    "flashinfer": ("FlashInfer paged", flashinfer_paged, False),
+    "sdpa": ("torch SDPA contiguous", sdpa_contiguous, True),
+}
+
+
+# ---- timing ---------------------------------------------------------------------------------------
+
+def time_calls(torch, calls, mode, args, flush, gpu):
+    n = len(calls)
+    calls[0]()  # plan, compile, autotune outside the timing
+    torch.cuda.synchronize()
+    if mode == "idle":
+        time.sleep(args.cooldown_ms / 1000.0)
+        for i in range(args.warmup):
+            flush.fill_(i)
+            calls[i % n]()
+    else:
+        end, i = time.time() + args.sustain_s, 0
+        while time.time() < end:
+            calls[i % n]()
+            i += 1
+    torch.cuda.synchronize()
+    energy0 = gpu.energy_mj()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
+    stops = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
+    for i in range(args.iters):
+        if mode == "idle":
+            flush.fill_(i)
+        starts[i].record()
+        calls[i % n]()
+        stops[i].record()
+    torch.cuda.synchronize()
+    samples = sorted(a.elapsed_time(b) for a, b in zip(starts, stops))
+    tele = gpu.sample(energy0)
+    median = samples[len(samples) // 2]
+    result = {"median_ms": median, "min_ms": samples[0], "samples_ms": samples, **tele}
+    if mode == "sustained" and tele["energy_j"] is not None:
+        result["energy_per_call_j"] = tele["energy_j"] / args.iters
+    return result
+
+
+def rel_error(torch, a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def measure(torch, args, gpu):
+    points = [Point(b, c, t, hq, hk, args.dim, pg)
+              for b in args.batch for c in args.cache for t in args.tokens for (hq, hk) in args.heads
+              for pg in args.pages]
+    flush = torch.empty(args.flush_mb << 18, dtype=torch.int32, device="cuda")
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    results = []
+    for i, p in enumerate(points):
+        row = {"id": p.id, "shape": vars(p).copy(), "bytes": p.bytes(), "flops": p.flops(), "libraries": {}}
+        kv_bytes = p.bytes()
+        sets = max(1, min(8, math.ceil(3 * l2 / kv_bytes)))
+        contiguous_needed = any(LIBRARIES[name][2] for name in args.libraries)
+        per_copy = kv_bytes * (2 if contiguous_needed else 1)
+        if per_copy * sets > args.max_gb * 2 ** 30:
+            sets = max(1, int(args.max_gb * 2 ** 30 // per_copy))
+        try:
+            inp = Inputs(torch, p, sets, contiguous_needed and per_copy * sets <= args.max_gb * 2 ** 30)
+        except Exception as e:  # noqa: BLE001  (out of memory)
+            row["error"] = f"inputs: {type(e).__name__}: {e}"
+            results.append(row)
+            log(f"[{i + 1}/{len(points)}] {p.id}: {row['error']}")
+            continue
+        reference = None
+        for name in args.libraries:
+            label, make, contiguous = LIBRARIES[name]
+            entry = {"label": label}
+            try:
+                if contiguous and inp.dense is None:
+                    raise RuntimeError("a contiguous cache does not fit beside the paged one")
+                calls = make(torch, p, inp, args.causal)
+                out = calls[0]()
+                torch.cuda.synchronize()
+                if reference is None and name.startswith("flashjit"):
+                    reference = out.clone()
+                elif reference is not None and not contiguous:
+                    entry["rel_error_vs_flashjit"] = rel_error(torch, out, reference)
+                for mode in args.modes:
+                    t = time_calls(torch, calls, mode, args, flush, gpu)
+                    t["gbps"] = p.bytes() / (t["median_ms"] * 1e-3) / 1e9
+                    t["us_per_call"] = t["median_ms"] * 1e3
+                    entry[mode] = t
+            except Exception as e:  # noqa: BLE001
+                msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                entry["error"] = f"{type(e).__name__}: {msg}"[:300]
+            row["libraries"][name] = entry
+        results.append(row)
+        del inp
+        torch.cuda.empty_cache()
+        cells = []
+        for name, e in row["libraries"].items():
+            mode = args.modes[-1]
+            cells.append(f"{name} {e[mode]['gbps']:.0f}" if mode in e else f"{name} n/a")
+        log(f"[{i + 1}/{len(points)}] {p.id}: " + ", ".join(cells) + f" GB/s ({args.modes[-1]})")
+    return results
+
+
+# ---- report ---------------------------------------------------------------------------------------
+
+def markdown(results, args, env):
+    lines = ["# Decode benchmark", "",
+             f"{env.get('gpu', 'GPU')}, {env.get('date', '')}, flashjit {env.get('flashjit', '?')}; "
+             f"peers: {', '.join(f'{k} {v}' for k, v in env.get('peers', {}).items())}.", "",
+             "GB/s of Q, the cached K and V, and O per launch (median of "
+             f"{args.iters}); µs per call in brackets. idle: a pause before each point and an L2 flush before "
+             f"each launch; sustained: {args.sustain_s} s of the library's own launches first, no flush.", ""]
+    names = list(args.libraries)
+    for mode in args.modes:
+        lines += [f"## {mode}", "", "| point | " + " | ".join(LIBRARIES[n][0] for n in names) + " | SM MHz / W |",
+                  "|---|" + "---:|" * len(names) + "---|"]
+        for r in results:
+            cells = []
+            tele = ""
+            for n in names:
+                e = r["libraries"].get(n, {})
+                if mode in e:
+                    cells.append(f"{e[mode]['gbps']:.0f} ({e[mode]['us_per_call']:.1f})")
+                    if n == "flashjit":
+                        tele = f"{e[mode].get('sm_mhz')} / {e[mode].get('power_w')}"
+                else:
+                    cells.append("n/a")
+            lines.append(f"| {r['id']} | " + " | ".join(cells) + f" | {tele} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", default="1,8,32,128")
+    ap.add_argument("--cache", default="2k,8k,32k,128k")
+    ap.add_argument("--tokens", default="1,2,4,8,16")
+    ap.add_argument("--heads", default="32/8,64/8,8/1")
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--pages", default="16,64")
+    ap.add_argument("--libraries", default="flashjit,flashjit-contiguous,cudnn,flashinfer,sdpa")
+    ap.add_argument("--modes", default="idle,sustained")
+    ap.add_argument("--non-causal", dest="causal", action="store_false",
+                    help="steps of several tokens see each other whole (default: causal among themselves)")
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--sustain-s", type=float, default=1.5)
+    ap.add_argument("--cooldown-ms", type=int, default=500)
+    ap.add_argument("--flush-mb", type=int, default=256)
+    ap.add_argument("--max-gb", type=float, default=60.0, help="inputs per point at most (GiB)")
+    ap.add_argument("--quick", action="store_true", help="batch 1,32; cache 8k,32k; tokens 1,4; heads 32/8; page 16")
+    ap.add_argument("--json", default="")
+    ap.add_argument("--markdown", default="")
+    args = ap.parse_args()
+    if args.quick:
+        args.batch, args.cache, args.tokens, args.heads, args.pages = "1,32", "8k,32k", "1,4", "32/8", "16"
+    args.batch, args.cache, args.tokens = parse_list(args.batch), parse_list(args.cache), parse_list(args.tokens)
+    args.heads, args.pages = heads_list(args.heads), parse_list(args.pages)
+    args.libraries = [x for x in args.libraries.split(",") if x]
+    args.modes = [x for x in args.modes.split(",") if x]
+    for name in args.libraries:
+        if name not in LIBRARIES:
+            ap.error(f"--libraries: unknown {name} (known: {', '.join(LIBRARIES)})")
+    import torch
+
+    if not torch.cuda.is_available():
+        log("decode_compare: torch sees no GPU")
+        return 3
+    gpu = nvml.Telemetry(torch.cuda.current_device())
+    env = {"gpu": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+           "torch": torch.__version__, "peers": {}, "nvml": gpu.available}
+    env["flashjit"] = module_version("flashjit")
+    for module in ("cudnn", "flashinfer"):
+        env["peers"][module] = module_version(module)
+    results = measure(torch, args, gpu)
+    report = {"environment": env, "settings": {k: v for k, v in vars(args).items() if k != "heads"},
+              "points": results}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    text = markdown(results, args, env)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

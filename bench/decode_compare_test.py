@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""The decode benchmark's arithmetic and report without a GPU: list parsing, bytes per launch,
+the markdown table (n/a for a library without results), and NVML's limit-reason names."""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decode_compare as dc  # noqa: E402
+import nvml  # noqa: E402
+
+
+class DecodeCompare(unittest.TestCase):
+    def test_lists(self):
+        self.assertEqual(dc.parse_list("2k,8K,100"), [2048, 8192, 100])
+        self.assertEqual(dc.heads_list("32/8,8/1"), [(32, 8), (8, 1)])
+
+    def test_bytes_count_q_cache_and_o(self):
+        p = dc.Point(batch=2, cache=1000, tokens=4, hq=8, hk=2, dim=64, page=16)
+        # bf16: K and V 2 x 1000 x 2 heads x 64 per sequence, Q and O 4 x 8 x 64 each
+        self.assertEqual(p.bytes(), 2 * (2 * 1000 * 2 * 2 * 64 + 2 * 2 * 4 * 8 * 64))
+        self.assertEqual(p.id, "b2_k1000_q4_h8-2_d64_p16")
+
+    def test_markdown_marks_missing_libraries(self):
+        class Args:
+            iters, sustain_s, modes, libraries = 30, 1.5, ["sustained"], ["flashjit", "cudnn"]
+        row = {"id": "b1_k2048_q1_h32-8_d128_p16", "libraries": {
+            "flashjit": {"sustained": {"gbps": 4321.0, "us_per_call": 9.87, "sm_mhz": 1755, "power_w": 700.0}},
+            "cudnn": {"error": "ImportError: no module"}}}
+        text = dc.markdown([row], Args, {"gpu": "H200", "date": "d", "flashjit": "0.1.0", "peers": {}})
+        self.assertIn("| b1_k2048_q1_h32-8_d128_p16 | 4321 (9.9) | n/a | 1755 / 700.0 |", text)
+
+    def test_limit_reason_names(self):
+        self.assertEqual(nvml.reason_names(0x4 | 0x40), ["SW power cap", "HW thermal"])
+        self.assertIsNone(nvml.reason_names(None))
+
+
+if __name__ == "__main__":
+    unittest.main()
