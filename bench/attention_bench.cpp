@@ -52,6 +52,11 @@ Timing:
   --warmup N (10)  --iters N (30)  --flush-mb MB (256; 0: no L2 flush between launches)
   --cooldown-ms MS   idle pause before each point (500), so no point runs at the clocks the
                      power draw of the points before it left
+  --mode idle|sustained  idle (default): the pause and the flush above; sustained: --sustain-s
+                     seconds (1.5) of the kernel's own launches first, then the timed ones back
+                     to back with no flush and no pause, at the board's power cap as in serving.
+                     Each point records the SM clock, power and clock-limit reasons (NVML), and
+                     in sustained mode the energy per FLOP
   --check            verify each point once against the fp32 reference first (on a problem
                      capped at --check-max-seqlen, default 2048, and 4096 tokens)
   --jobs N           parallel compiles before timing (default: the CPU count)
@@ -273,13 +278,19 @@ int gpu_run(const Args& a, const std::vector<BenchPoint>& points, const Settings
                    {"iters", st.timing.iters},
                    {"flush_bytes", st.timing.flush_bytes},
                    {"cooldown_ms", st.timing.cooldown_ms},
+                   {"timing_mode", st.timing.sustained ? "sustained" : "idle"},
+                   {"sustain_s", st.timing.sustained ? st.timing.sustain_s : 0.0},
                    {"check", st.check},
                    {"check_max_seqlen", st.check_max_seqlen},
                    {"seed", st.seed},
                    {"method",
-                    "CUDA events around each launch; an L2-flushing memset before each; inputs "
-                    "rotated over sets totalling > 3x L2; an idle pause before each point; "
-                    "median of iters"}}},
+                    st.timing.sustained
+                        ? "CUDA events around each launch; the kernel's own back-to-back launches for "
+                          "sustain_s seconds first, then the timed launches back to back (no flush, no "
+                          "pause); inputs rotated over sets totalling > 3x L2; median of iters"
+                        : "CUDA events around each launch; an L2-flushing memset before each; inputs "
+                          "rotated over sets totalling > 3x L2; an idle pause before each point; "
+                          "median of iters"}}},
                  {"points", json::array()}};
   const std::string json_path = a.get_or("json", "");
   auto save = [&] {
@@ -349,6 +360,9 @@ int gpu_run(const Args& a, const std::vector<BenchPoint>& points, const Settings
       pj["tflops"] = t.median_ms > 0 ? flops / (t.median_ms * 1e-3) / 1e12 : 0.0;
       pj["tflops_at_min"] = t.min_ms > 0 ? flops / (t.min_ms * 1e-3) / 1e12 : 0.0;
       pj["samples_ms"] = t.samples_ms;
+      pj["telemetry"] = t.telemetry.to_json();
+      if (st.timing.sustained && t.telemetry.energy_j)
+        pj["energy_pj_per_flop"] = *t.telemetry.energy_j * 1e12 / (flops * st.timing.iters);
       pj["input_sets"] = sets.args.size();
       pj["input_set_bytes"] = sets.bytes_per_set;
       pj["pooled_inputs"] = sets.pooled;
@@ -383,7 +397,8 @@ int main(int argc, char** argv) {
     Args a(argc, argv,
            {"config", "dtype", "head-dim", "mask", "seqlen", "batch", "seqlen-q", "seqlen-k", "heads",
             "kv-heads", "layout", "seqlens-q", "seqlens-k", "window-left", "window-right", "arch",
-            "tuning", "family", "warmup", "iters", "flush-mb", "cooldown-ms", "json", "jobs", "seed",
+            "tuning", "family", "warmup", "iters", "flush-mb", "cooldown-ms", "mode", "sustain-s", "json", "jobs",
+            "seed",
             "check-max-seqlen", "point-timeout"},
            {"grid", "check", "dry-run", "compile-only", "no-seqlen-hint", "help"});
     if (a.flag("help")) {
@@ -401,6 +416,12 @@ int main(int argc, char** argv) {
     st.timing.iters = a.get_int("iters", 30);
     st.timing.flush_bytes = size_t(a.get_int("flush-mb", 256)) << 20;
     st.timing.cooldown_ms = a.get_int("cooldown-ms", 500);
+    const std::string mode = a.get_or("mode", "idle");
+    if (mode != "idle" && mode != "sustained") throw UsageError("--mode " + mode + ": idle or sustained");
+    st.timing.sustained = mode == "sustained";
+    st.timing.sustain_s = a.get_double("sustain-s", 1.5);
+    if (st.timing.sustained && st.timing.sustain_s < 1.0)
+      throw UsageError("--sustain-s: the sustained mode needs at least 1 s of launches before timing");
     if (st.timing.iters < 1) throw UsageError("--iters must be at least 1");
     if (st.timing.iters < 20)
       std::cerr << "flashjit_bench: note: --iters " << st.timing.iters

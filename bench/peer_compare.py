@@ -23,6 +23,7 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nvml  # noqa: E402
 import report  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -97,12 +98,13 @@ def environment(flashjit_report, torch_env):
 
 # ---- timing ---------------------------------------------------------------------------------------
 
-def time_backend(torch, backend_name, point, args, flush):
+def time_backend(torch, backend_name, point, args, flush, gpu):
     """{"median_ms", "min_ms", "tflops", ...} or {"error": reason} for one backend and point."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "fa2": SDPBackend.FLASH_ATTENTION}[backend_name]
+    sustained = args.mode == "sustained"
     ok, why = report.torch_support(point)
     if not ok:
         return {"error": "unsupported here: " + why}
@@ -132,24 +134,35 @@ def time_backend(torch, backend_name, point, args, flush):
             try:
                 run(0)  # plan / autotune outside the timing
                 torch.cuda.synchronize()
-                time.sleep(args.cooldown_ms / 1000.0)  # start from an idle GPU, as flashjit_bench
+                if not sustained:
+                    time.sleep(args.cooldown_ms / 1000.0)  # start from an idle GPU, as flashjit_bench
             except Exception as e:  # noqa: BLE001
                 reasons = [str(w.message).splitlines()[0] for w in caught][:3]
                 msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 return {"error": "; ".join([msg] + reasons)}
+            launched = 0
+            if sustained:  # the library's own back-to-back launches first, as flashjit_bench
+                end = time.time() + args.sustain_s
+                while time.time() < end:
+                    run(launched % sets)
+                    launched += 1
             for i in range(args.warmup):
                 if flush is not None:
                     flush.fill_(i)
-                run(i % sets)
+                run((launched + i) % sets)
+            launched += args.warmup
+            torch.cuda.synchronize()
+            energy0 = gpu.energy_mj()
             starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
             stops = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
             for i in range(args.iters):
                 if flush is not None:
                     flush.fill_(i)
                 starts[i].record()
-                run((args.warmup + i) % sets)
+                run((launched + i) % sets)
                 stops[i].record()
             torch.cuda.synchronize()
+            telemetry = gpu.sample(energy0)
         samples = sorted(a.elapsed_time(z) for a, z in zip(starts, stops))
     except Exception as e:  # noqa: BLE001  (out of memory, launch failure, ...)
         return {"error": "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")}
@@ -158,8 +171,11 @@ def time_backend(torch, backend_name, point, args, flush):
     n = len(samples)
     median = samples[n // 2] if n % 2 else 0.5 * (samples[n // 2 - 1] + samples[n // 2])
     flops = point.get("flops") or report.attention_flops(s, point["mask"])
-    return {"median_ms": median, "min_ms": samples[0], "tflops": report.tflops(flops, median),
-            "input_sets": sets, "samples_ms": samples}
+    result = {"median_ms": median, "min_ms": samples[0], "tflops": report.tflops(flops, median),
+              "input_sets": sets, "samples_ms": samples, "telemetry": telemetry}
+    if sustained and telemetry.get("energy_j") is not None:
+        result["energy_pj_per_flop"] = telemetry["energy_j"] * 1e12 / (flops * args.iters)
+    return result
 
 
 def measure_torch(points, args):
@@ -177,8 +193,9 @@ def measure_torch(points, args):
         except Exception:  # noqa: BLE001
             args.l2_bytes = 60 * 2 ** 20
     torch_env = torch_environment(torch)
+    gpu = nvml.Telemetry(torch.cuda.current_device())
     flush = None
-    if args.flush_mb > 0:
+    if args.flush_mb > 0 and args.mode != "sustained":
         flush = torch.empty(args.flush_mb * 2 ** 20 // 4, dtype=torch.int32, device="cuda")
     results = []
     backends = [b for b in args.backends.split(",") if b]
@@ -187,7 +204,7 @@ def measure_torch(points, args):
     done = 0
     for backend in backends:
         for p in points:
-            r = time_backend(torch, backend, p, args, flush)
+            r = time_backend(torch, backend, p, args, flush, gpu)
             r["key"] = list(report.point_key(p))
             r["backend"] = backend
             r["id"] = p.get("id")
@@ -214,6 +231,12 @@ def main(argv=None):
     ap.add_argument("--flush-mb", type=int, default=256)
     ap.add_argument("--cooldown-ms", type=int, default=None,
                     help="idle pause before each point (default: the flashjit report's, else 500)")
+    ap.add_argument("--mode", choices=["idle", "sustained"], default=None,
+                    help="timing mode (default: the flashjit report's): idle pauses before each point and "
+                         "flushes L2 before each launch; sustained launches back to back after --sustain-s "
+                         "seconds of the library's own launches")
+    ap.add_argument("--sustain-s", type=float, default=None, help="default: the flashjit report's, else 1.5")
+    ap.add_argument("--sustained", help="the merged JSON of a sustained-mode run, rendered beside this one")
     ap.add_argument("--l2-bytes", type=int, default=None, help="default: the GPU's")
     ap.add_argument("--max-bytes", type=int, default=8 * 2 ** 30, help="cap of rotated inputs")
     ap.add_argument("--skip-torch", action="store_true", help="render without measuring torch")
@@ -234,6 +257,10 @@ def main(argv=None):
     points = [p for p in fj.get("points", []) if p.get("shape")]
     if args.cooldown_ms is None:
         args.cooldown_ms = fj.get("settings", {}).get("cooldown_ms", 500)
+    if args.mode is None:
+        args.mode = fj.get("settings", {}).get("timing_mode", "idle")
+    if args.sustain_s is None:
+        args.sustain_s = fj.get("settings", {}).get("sustain_s") or 1.5
 
     torch_env = {}
     if args.torch_results:
@@ -258,7 +285,8 @@ def main(argv=None):
                      "flush_mb": fj_settings.get("flush_bytes", args.flush_mb * 2 ** 20) // 2 ** 20,
                      "cooldown_ms": fj_settings.get("cooldown_ms", 0),
                      "torch_warmup": args.warmup, "torch_iters": args.iters,
-                     "torch_flush_mb": args.flush_mb, "torch_cooldown_ms": args.cooldown_ms},
+                     "torch_flush_mb": args.flush_mb, "torch_cooldown_ms": args.cooldown_ms,
+                     "timing_mode": args.mode, "sustain_s": args.sustain_s if args.mode == "sustained" else 0},
         "flashjit_report": {k: fj.get(k) for k in ("host", "build", "gpu", "settings", "mode")},
         "torch_results": torch_results,
         "rows": rows,
@@ -270,7 +298,11 @@ def main(argv=None):
     with open(merged_path + ".tmp", "w") as f:
         json.dump(merged, f, indent=1)
     os.replace(merged_path + ".tmp", merged_path)
-    md = report.render_markdown(merged, jit)
+    sustained = None
+    if args.sustained:
+        with open(args.sustained) as f:
+            sustained = json.load(f)
+    md = report.render_markdown(merged, jit, sustained=sustained)
     os.makedirs(os.path.dirname(os.path.abspath(args.markdown)), exist_ok=True)
     with open(args.markdown, "w") as f:
         f.write(md)

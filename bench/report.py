@@ -123,6 +123,8 @@ def merge(flashjit_report, torch_results):
                 "min_ms": p.get("min_ms"),
                 "tflops": p.get("tflops"),
                 "error": p.get("error"),
+                "telemetry": p.get("telemetry"),
+                "energy_pj_per_flop": p.get("energy_pj_per_flop"),
             },
         }
         for b in ("cudnn", "fa2"):
@@ -274,7 +276,61 @@ def cooldown_line(settings):
             % (ms, settings.get("torch_cooldown_ms", ms) or 0))
 
 
-def render_markdown(merged, jit=None):
+def sustained_markdown(merged):
+    """The sustained-load section: each library timed after its own back-to-back launches, at the
+    board's power cap; geometric means, and per shape the ratio, clocks, power and energy."""
+    settings = merged.get("settings", {})
+    rows, groups = merged.get("rows", []), merged.get("geomeans", [])
+    out = ["## Sustained load", "",
+           "Each library timed after %s s of its own back-to-back launches, then %s timed launches "
+           "back to back (no L2 flush, no pause), as in serving: the board sits at its power cap. "
+           "SM clock, power and clock-limit reasons at the end of the timed launches, and the energy "
+           "they took, from NVML." % (settings.get("sustain_s", "?"), settings.get("iters", "?")), "",
+           "| group | points | flashjit | cuDNN | FA2 | flashjit / cuDNN | flashjit / FA2 | "
+           "flashjit pJ/FLOP | cuDNN pJ/FLOP |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    energy = {b: {} for b in ("flashjit", "cudnn")}
+    for g in groups:
+        name = g["group"]
+        for b in energy:
+            vals = [r[b].get("energy_pj_per_flop") for r in rows if _in_group(r, name)]
+            energy[b][name] = geomean(vals)
+        out.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+            name, g["points"], fmt_tflops(g["flashjit"]), fmt_tflops(g["cudnn"]), fmt_tflops(g["fa2"]),
+            fmt_ratio(g["ratio_cudnn"]), fmt_ratio(g["ratio_fa2"]), _fmt_energy(energy["flashjit"][name]),
+            _fmt_energy(energy["cudnn"][name])))
+    out += ["", "| dtype | head dim | mask | seqlen | flashjit | cuDNN | flashjit / cuDNN | flashjit MHz / W "
+            "| cuDNN MHz / W | limits (flashjit) |", "|---|---:|---|---:|---:|---:|---:|---|---|---|"]
+    for r in rows:
+        tele = {b: (r[b].get("telemetry") or {}) for b in ("flashjit", "cudnn")}
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["dtype"], r["head_dim"], r["mask"], _seq(r["shape"]), fmt_tflops(r["flashjit"].get("tflops")),
+            fmt_tflops(r["cudnn"].get("tflops")), fmt_ratio(r["ratio_cudnn"]),
+            _fmt_clock(tele["flashjit"]), _fmt_clock(tele["cudnn"]),
+            ", ".join(tele["flashjit"].get("limit_reasons") or []) or "-"))
+    return out + [""]
+
+
+def _in_group(row, name):
+    if name == "all":
+        return True
+    for field, title in (("dtype", "dtype"), ("head_dim", "head dim"), ("mask", "mask")):
+        if name.startswith(title + " "):
+            return str(row.get(field)) == name[len(title) + 1:]
+    return False
+
+
+def _fmt_energy(v):
+    return "n/a" if v is None else "%.2f" % v
+
+
+def _fmt_clock(t):
+    if not t or t.get("sm_mhz") is None:
+        return "n/a"
+    return "%s / %s" % (t["sm_mhz"], "n/a" if t.get("power_w") is None else "%.0f" % t["power_w"])
+
+
+def render_markdown(merged, jit=None, sustained=None):
     env = merged.get("env", {})
     settings = merged.get("settings", {})
     rows = merged.get("rows", [])
@@ -289,13 +345,17 @@ def render_markdown(merged, jit=None):
              "2048, seqlen 512…16k, bf16 and fp16, head dim 64/128/256, causal and not."
              if (merged.get("flashjit_report") or {}).get("mode", "grid") == "grid"
              else "- Shapes: as listed below."),
-            "- Timing: CUDA events around each launch, median of %s launches after %s warm-up "
-            "launches; before each launch a %s MB memset flushes L2 and hides the host launch "
-            "cost; inputs (random normal) rotate over enough buffers to exceed 3× L2. torch runs "
+            ("- Timing (sustained mode): CUDA events around each launch, median of %s launches after %s "
+             "warm-up launches and %s s of the library's own back-to-back launches; no L2 flush, no pause; "
+             "inputs rotate over enough buffers to exceed 3× L2. torch runs "
+             % (settings.get("iters", "?"), settings.get("warmup", "?"), settings.get("sustain_s", "?"))
+             if settings.get("timing_mode") == "sustained" else
+             "- Timing: CUDA events around each launch, median of %s launches after %s warm-up "
+             "launches; before each launch a %s MB memset flushes L2 and hides the host launch "
+             "cost; inputs (random normal) rotate over enough buffers to exceed 3× L2. torch runs "
+             % (settings.get("iters", "?"), settings.get("warmup", "?"), settings.get("flush_mb", "?"))) +
             "the same loop: `F.scaled_dot_product_attention` on [B, H, S, D] tensors under "
-            "`sdpa_kernel(SDPBackend.CUDNN_ATTENTION)` and `sdpa_kernel(SDPBackend.FLASH_ATTENTION)`."
-            % (settings.get("iters", "?"), settings.get("warmup", "?"),
-               settings.get("flush_mb", "?")),
+            "`sdpa_kernel(SDPBackend.CUDNN_ATTENTION)` and `sdpa_kernel(SDPBackend.FLASH_ATTENTION)`.",
             cooldown_line(settings),
             "- flashjit and torch run in separate processes on the same GPU, one after the other.",
             "- `check`: flashjit's output against the fp32 reference kernel before timing "
@@ -340,6 +400,8 @@ def render_markdown(merged, jit=None):
         out += ["<details><summary>n/a reasons</summary>", ""]
         out += ["- " + _md_escape(n) for n in notes]
         out += ["", "</details>", ""]
+    if sustained:
+        out += sustained_markdown(sustained)
     if jit:
         out += jit_markdown(jit)
     return "\n".join(out).rstrip() + "\n"

@@ -269,5 +269,24 @@ class PeerCompareRenderTest(unittest.TestCase):
             self.assertIn("torch: 2.11.0", text)
 
 
+class SustainedSection(unittest.TestCase):
+    def test_sustained_rows_show_clocks_power_and_energy(self):
+        point = {"id": "p", "dtype": "bf16", "head_dim": 128, "mask": "causal", "flops": 1e12,
+                 "shape": {"batch": 2, "seqlen_q": 8192, "seqlen_k": 8192, "heads_q": 16, "heads_k": 16,
+                           "head_dim_qk": 128, "head_dim_v": 128},
+                 "tflops": 600.0, "median_ms": 1.0, "energy_pj_per_flop": 1.25,
+                 "telemetry": {"sm_mhz": 1410, "power_w": 699.6, "limit_reasons": ["SW power cap"]}}
+        fj = {"points": [point]}
+        torch_results = [{"key": list(report.point_key(point)), "backend": "cudnn", "tflops": 500.0,
+                          "median_ms": 1.2, "energy_pj_per_flop": 1.5,
+                          "telemetry": {"sm_mhz": 1500, "power_w": 700.0}}]
+        rows = report.merge(fj, torch_results)
+        merged = {"settings": {"sustain_s": 1.5, "iters": 30}, "rows": rows,
+                  "geomeans": report.geomean_groups(rows)}
+        text = "\n".join(report.sustained_markdown(merged))
+        self.assertIn("| all | 1 | 600.0 | 500.0 | n/a | 1.20x | n/a | 1.25 | 1.50 |", text)
+        self.assertIn("| 1410 / 700 | 1500 / 700 | SW power cap |", text)
+
+
 if __name__ == "__main__":
     unittest.main()

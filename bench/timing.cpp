@@ -10,11 +10,14 @@
 
 namespace flashjit::bench {
 
-Timer::Timer(const TimingOptions& options) : options_(options) {
+Timer::Timer(const TimingOptions& options) : options_(options), telemetry_(unsigned(current_device().ordinal)) {
   options_.iters = std::max(1, options_.iters);
   options_.warmup = std::max(0, options_.warmup);
   options_.cooldown_ms = std::max(0, options_.cooldown_ms);
-  current_device();  // makes the primary context current
+  if (options_.sustained) {
+    options_.flush_bytes = 0;
+    options_.cooldown_ms = 0;
+  }
   const DriverApi& d = driver();
   if (options_.flush_bytes) {
     options_.flush_bytes = (options_.flush_bytes + 3) / 4 * 4;
@@ -42,10 +45,21 @@ TimingResult Timer::time(const Kernel& kernel, const std::vector<AttentionArgs>&
     FLASHJIT_CU(d.cuStreamSynchronize(stream_));
     std::this_thread::sleep_for(std::chrono::milliseconds(options_.cooldown_ms));
   }
+  int launched = 0;
+  if (options_.sustained) {
+    // The launch queue fills and blocks the host, so host time tracks the GPU's work.
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.sustain_s);
+    while (std::chrono::steady_clock::now() < end) kernel.launch(sets[launched++ % n], stream_);
+  }
   for (int i = 0; i < options_.warmup; ++i) {
     flush(i);
-    kernel.launch(sets[i % n], stream_);
+    kernel.launch(sets[(launched + i) % n], stream_);
   }
+  launched += options_.warmup;
+  // Draining the queue leaves a gap of a few microseconds: the board stays at the state the
+  // launches before it brought it to.
+  FLASHJIT_CU(d.cuStreamSynchronize(stream_));
+  const auto energy_start = telemetry_.energy_mj();
   std::vector<CUevent> start(options_.iters), stop(options_.iters);
   for (int i = 0; i < options_.iters; ++i) {
     FLASHJIT_CU(d.cuEventCreate(&start[i], CU_EVENT_DEFAULT));
@@ -56,10 +70,11 @@ TimingResult Timer::time(const Kernel& kernel, const std::vector<AttentionArgs>&
     for (int i = 0; i < options_.iters; ++i) {
       flush(i);
       FLASHJIT_CU(d.cuEventRecord(start[i], stream_));
-      kernel.launch(sets[(options_.warmup + i) % n], stream_);
+      kernel.launch(sets[(launched + i) % n], stream_);
       FLASHJIT_CU(d.cuEventRecord(stop[i], stream_));
     }
     FLASHJIT_CU(d.cuStreamSynchronize(stream_));
+    r.telemetry = telemetry_.sample(energy_start);
     for (int i = 0; i < options_.iters; ++i) {
       float ms = 0;
       FLASHJIT_CU(d.cuEventElapsedTime(&ms, start[i], stop[i]));

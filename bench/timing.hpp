@@ -6,12 +6,19 @@
 // inputs also rotate over several sets (bench/inputs.hpp). torch is timed the same way in
 // bench/peer_compare.py, so the comparison is like for like.
 //
-// Each measurement starts from an idle GPU: a pause before the warm-up lets the board's power
-// average fall back, so a point is not timed at the clocks its predecessors' power draw left
-// (on the H200 a second of back-to-back points reaches the 700 W cap and the SM clock drops
-// from 1980 to ~1300 MHz).
+// Two modes, for every library alike (bench/peer_compare.py times torch the same way):
+//  - idle: each measurement starts from an idle GPU: a pause before the warm-up lets the board's
+//    power average fall back, so a point is not timed at the clocks its predecessors' power draw
+//    left (on the H200 a second of back-to-back points reaches the 700 W cap and the SM clock
+//    drops from 1980 to ~1300 MHz), and the L2 flush runs before each launch;
+//  - sustained: `sustain_s` seconds of the kernel's own back-to-back launches first, then the
+//    timed launches back to back, no flush and no pause: the board sits at its power cap, as in
+//    serving. Inputs still rotate over the sets.
+// The window's end is sampled through NVML: SM clock, power, clock-limit reasons, and the energy
+// the timed launches took.
 #pragma once
 
+#include "bench/gpu_telemetry.hpp"
 #include "runtime/flashjit.hpp"
 
 #include <cuda.h>
@@ -26,6 +33,8 @@ struct TimingOptions {
   int iters = 30;
   size_t flush_bytes = size_t(256) << 20;  // 0: no flush, launches run back to back
   int cooldown_ms = 500;                     // idle pause before each measurement
+  bool sustained = false;                    // the sustained mode (no flush, no pause)
+  double sustain_s = 1.5;                    // sustained: seconds of launches before timing
 };
 
 struct TimingResult {
@@ -33,6 +42,7 @@ struct TimingResult {
   double min_ms = 0;
   double mean_ms = 0;
   std::vector<double> samples_ms;
+  TelemetrySample telemetry;  // at the end of the timed launches (energy over them)
 };
 
 class Timer {
@@ -51,6 +61,7 @@ class Timer {
  private:
   void flush(int i);
   TimingOptions options_;
+  GpuTelemetry telemetry_;
   CUstream stream_ = nullptr;  // the legacy default stream
   CUdeviceptr scratch_ = 0;
 };
