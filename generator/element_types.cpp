@@ -142,6 +142,12 @@ const ElementType& element_type(DType d) {
 
 bool is_float8(DType d) { return d == DType::e4m3 || d == DType::e5m2; }
 
+DType compute_dtype(const DTypes& d, int rope_columns) {
+  if (!is_float8(d.qkv)) return d.qkv;
+  if (rope_columns > 0 && d.rope && !is_float8(*d.rope)) return *d.rope;
+  return DType::bf16;
+}
+
 float load_element(const ElementType& t, const void* p) {
   const auto* b = static_cast<const unsigned char*>(p);
   std::uint32_t bits = 0;

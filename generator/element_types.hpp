@@ -35,6 +35,11 @@ inline int panel_elements(DType d) { return 128 / element_type(d).bytes; }
 
 bool is_float8(DType d);
 
+// The 16-bit type mma.sync kernels compute in: the inputs' own, or for fp8 inputs (which widen to
+// either 16-bit type exactly) the rope part's when it is 16-bit, else bf16 (fp8 values times
+// their scales keep bf16's range).
+DType compute_dtype(const DTypes& d, int rope_columns);
+
 // The element at `p` (little-endian bits, as the GPU stores them) as a float, and back.
 float load_element(const ElementType& t, const void* p);
 void store_element(const ElementType& t, float f, void* p);

@@ -64,6 +64,8 @@ std::string traits_struct(const Config& r, const Constants& extra) {
   s += "  using Element = " + device_type(r.dtype.qkv) + ";\n";
   s += "  using OutElement = " + device_type(r.dtype.out) + ";\n";
   s += "  using RopeElement = " + device_type(r.dtype.rope.value_or(r.dtype.qkv)) + ";\n";
+  s += "  using ScaleElement = " + device_type(r.dtype.scale.value_or(DType::fp32)) + ";\n";
+  s += "  using ComputeElement = " + device_type(compute_dtype(r.dtype, r.head_dim.rope)) + ";\n";
   for (const auto& [name, value] : c) {
     std::string type = value == "true" || value == "false" ? "bool"
                        : value.rfind("flashjit::", 0) == 0 ? "auto"

@@ -43,7 +43,7 @@ class DecodeFamily final : public KernelFamily {
     if (c.head_dim.rope > 0)
       return ConfigIssue{"head_dim.rope", std::to_string(c.head_dim.rope),
                          "the decode family takes no separate rope tensors (MLA decode is not implemented yet)"};
-    if (auto missing = unimplemented_features(c); !missing.empty()) return missing.front();
+    if (auto scaled = scale_issues(c, "the decode family does not implement quantisation scales yet (the sm80 family does)"); !scaled.empty()) return scaled.front();
     return std::nullopt;
   }
 

@@ -1,5 +1,6 @@
 // The sm80 family: FlashAttention-2-style forward on mma.sync (ldmatrix, cp.async multistage).
 // Runs on every GPU from Ampere on; the fallback where the sm90 family does not apply.
+#include "generator/element_types.hpp"
 #include "generator/emit.hpp"
 #include "generator/family.hpp"
 #include "generator/resolve.hpp"
@@ -50,19 +51,19 @@ class Sm80Family final : public KernelFamily {
   Family id() const override { return Family::sm80; }
 
   std::optional<ConfigIssue> unsupported(const Config& c, const ArchInfo&) const override {
-    if (c.dtype.qkv != DType::bf16 && c.dtype.qkv != DType::fp16)
-      return ConfigIssue{"dtype.qkv", std::string("\"") + to_string(c.dtype.qkv) + "\"",
-                         "the sm80 family computes on bf16 or fp16 inputs"};
+
     if (c.head_dim.qk > 256)
       return ConfigIssue{"head_dim.qk", std::to_string(c.head_dim.qk),
                          "the sm80 family supports head dims up to 256"};
     if (c.head_dim.v > 256)
       return ConfigIssue{"head_dim.v", std::to_string(c.head_dim.v),
                          "the sm80 family supports head dims up to 256"};
-    if (c.head_dim.rope > 0 && c.dtype.rope && *c.dtype.rope != c.dtype.qkv)
+    // Operands are 16-bit: the inputs' own type, or for fp8 inputs (widened exactly on load) the
+    // rope part's, bf16 without one. A 16-bit rope part in another type than that is refused.
+    if (c.head_dim.rope > 0 && c.dtype.rope && *c.dtype.rope != c.dtype.qkv &&
+        *c.dtype.rope != compute_dtype(c.dtype, c.head_dim.rope))
       return ConfigIssue{"dtype.rope", std::string("\"") + to_string(*c.dtype.rope) + "\"",
-                         "the sm80 family needs rope columns in dtype.qkv"};
-    if (auto missing = unimplemented_features(c); !missing.empty()) return missing.front();
+                         "the sm80 family computes in dtype.qkv for 16-bit inputs: rope columns in the same type"};
     return std::nullopt;
   }
 

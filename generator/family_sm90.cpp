@@ -106,7 +106,7 @@ class Sm90Family final : public KernelFamily {
     if (c.kv_layout.paged)
       return ConfigIssue{"kv_layout.paged", "true",
                          "the sm90 family reads contiguous caches (paged configs run on the sm80 family)"};
-    if (auto missing = unimplemented_features(c); !missing.empty()) return missing.front();
+    if (auto scaled = scale_issues(c, "the sm90 family does not implement quantisation scales yet (the sm80 family does)"); !scaled.empty()) return scaled.front();
     return std::nullopt;
   }
 

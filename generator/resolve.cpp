@@ -121,13 +121,12 @@ std::vector<ConfigIssue> check_problem(const Config& c) {
   return issues;
 }
 
-std::vector<ConfigIssue> unimplemented_features(const Config& c) {
+std::vector<ConfigIssue> scale_issues(const Config& c, const std::string& rule) {
   std::vector<ConfigIssue> issues;
   const std::pair<const char*, ScaleGranularity> scales[] = {
       {"scales.q", c.scales.q}, {"scales.k", c.scales.k}, {"scales.v", c.scales.v}};
   for (const auto& [path, s] : scales)
-    if (s != ScaleGranularity::none)
-      issues.push_back({path, quoted(to_string(s)), "quantisation scales are not implemented yet"});
+    if (s != ScaleGranularity::none) issues.push_back({path, quoted(to_string(s)), rule});
   return issues;
 }
 

@@ -12,9 +12,9 @@ namespace flashjit {
 // The family-independent rules only (what the problem itself must satisfy).
 std::vector<ConfigIssue> check_problem(const Config& c);
 
-// What the config describes but no kernel implements yet (quantisation scales): one issue per
-// field set. Every family rejects these, and so does the reference kernel.
-std::vector<ConfigIssue> unimplemented_features(const Config& c);
+// One issue per quantisation scale the config sets (scales.q/k/v), each with `rule`: for the
+// families that do not implement scales.
+std::vector<ConfigIssue> scale_issues(const Config& c, const std::string& rule);
 
 // Every broken rule of `c`, family-independent and family-specific, without throwing. An arch of
 // "native" must be replaced by the caller first (only the runtime knows the device).

@@ -101,6 +101,18 @@ struct AttentionArgs {
   int num_splits = 0;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+
+  // Quantisation scales (the config's scales.q/k/v): the stored values times the scale are the
+  // inputs. per_tensor: one fp32; per_head: fp32 [heads of that tensor]; per_token (Q and K):
+  // dtype.scale [batch, heads, seqlen] with element strides (negative: that contiguous layout;
+  // ragged: [heads, total_rows], batch_stride ignored). Scales apply to the nope columns; rope
+  // columns are not quantised.
+  struct Scale {
+    const void* data = nullptr;
+    int64_t batch_stride = -1;
+    int64_t head_stride = -1;
+  };
+  Scale q_scale, k_scale, v_scale;
 };
 
 class Kernel {

@@ -88,6 +88,10 @@ DeviceProblem::DeviceProblem(const Config& config, const ProblemShape& shape, ui
         throw ArgumentError("cache length " + std::to_string(len) + " is outside [0, seqlen_k = " +
                             std::to_string(shape.seqlen_k) + "]");
   }
+  for (int b = 0, r = 0; b < shape.batch; ++b) {
+    query_start_.push_back(r);
+    r += config.varlen ? shape.seqlens_q[b] : shape.seqlen_q;
+  }
   // Host key rows: entry after entry, each its own keys (paged, ragged) or seqlen_k of them.
   for (int b = 0; b < shape.batch; ++b) {
     key_start_.push_back(rows_k_);
@@ -190,13 +194,97 @@ size_t DeviceProblem::device_index(bool is_q, int r, int heads, int dim, int h, 
   return (size_t(r) * heads + h) * dim + d;
 }
 
+std::pair<int, int> DeviceProblem::row_position(bool is_q, int r) const {
+  const std::vector<int>& starts = is_q ? query_start_ : key_start_;
+  const int b = int(std::upper_bound(starts.begin(), starts.end(), r) - starts.begin()) - 1;
+  return {b, r - starts[b]};
+}
+
+// The scale of every (row, head) of a quantised tensor: amax over its group (the whole tensor,
+// a head, a row of a head) over the largest finite value of the input type (4 for 16-bit inputs,
+// which need no quantising but may be given scales), rounded to dtype.scale; `values` becomes
+// the stored values over their scale. Returns one scale per (row, head).
+std::vector<float> DeviceProblem::quantise(char which, std::vector<float>& values, int rows, int heads,
+                                           int dim) const {
+  const ScaleGranularity g = which == 'q' ? config_.scales.q : which == 'k' ? config_.scales.k : config_.scales.v;
+  const ElementType& type = element_type(config_.dtype.qkv);
+  const double target = is_float8(config_.dtype.qkv) ? type.max_finite : 4.0;
+  const ElementType& stored = element_type(g == ScaleGranularity::per_token ? config_.dtype.scale.value_or(DType::fp32)
+                                                                          : DType::fp32);
+  auto group_of = [&](int r, int h) -> size_t {
+    return g == ScaleGranularity::per_tensor ? 0 : g == ScaleGranularity::per_head ? size_t(h) : size_t(r) * heads + h;
+  };
+  const size_t groups = g == ScaleGranularity::per_tensor ? 1 : g == ScaleGranularity::per_head ? heads
+                                                                                                  : size_t(rows) * heads;
+  std::vector<float> amax(groups, 0.f);
+  for (int r = 0; r < rows; ++r)
+    for (int h = 0; h < heads; ++h)
+      for (int d = 0; d < dim; ++d) {
+        float& m = amax[group_of(r, h)];
+        m = std::max(m, std::fabs(values[(size_t(r) * heads + h) * dim + d]));
+      }
+  std::vector<float> scale(groups);
+  for (size_t i = 0; i < groups; ++i) {
+    const float raw = amax[i] > 0 ? float(amax[i] / target) : 1.f;
+    scale[i] = stored.decode(stored.encode(raw));
+  }
+  std::vector<float> per_row(size_t(rows) * heads);
+  for (int r = 0; r < rows; ++r)
+    for (int h = 0; h < heads; ++h) {
+      const float sc = scale[group_of(r, h)];
+      per_row[size_t(r) * heads + h] = sc;
+      for (int d = 0; d < dim; ++d) values[(size_t(r) * heads + h) * dim + d] /= sc;
+    }
+  return per_row;
+}
+
+// The device scale tensor of one quantised input: fp32 [1] or [heads], or per token dtype.scale
+// [batch, heads, seqlen] (ragged queries or contiguous ragged keys: [heads, total]).
+void DeviceProblem::upload_scales(char which, const std::vector<float>& per_row, CUdeviceptr& dst) {
+  const bool is_q = which == 'q';
+  const ScaleGranularity g = is_q ? config_.scales.q : which == 'k' ? config_.scales.k : config_.scales.v;
+  const int heads = is_q ? shape_.heads_q : shape_.heads_k;
+  const int rows = is_q ? rows_q_ : rows_k_;
+  std::vector<unsigned char> dev;
+  if (g == ScaleGranularity::per_token) {
+    const ElementType& t = element_type(config_.dtype.scale.value_or(DType::fp32));
+    const bool packed = config_.varlen && (is_q || !config_.kv_layout.paged);
+    const int per_seq = is_q ? shape_.seqlen_q : shape_.seqlen_k;
+    const size_t n = packed ? size_t(heads) * rows : size_t(shape_.batch) * heads * per_seq;
+    dev.assign(std::max<size_t>(n, 1) * t.bytes, 0);
+    for (int r = 0; r < rows; ++r) {
+      const auto [b, pos] = row_position(is_q, r);
+      for (int h = 0; h < heads; ++h) {
+        const size_t i = packed ? size_t(h) * rows + r : (size_t(b) * heads + h) * per_seq + pos;
+        store_element(t, per_row[size_t(r) * heads + h], dev.data() + i * t.bytes);
+      }
+    }
+  } else {
+    const int n = g == ScaleGranularity::per_tensor ? 1 : heads;
+    dev.resize(size_t(n) * 4);
+    for (int i = 0; i < n; ++i) {
+      const float v = rows > 0 ? per_row[g == ScaleGranularity::per_tensor ? 0 : size_t(i)] : 1.f;
+      std::memcpy(dev.data() + 4 * i, &v, 4);
+    }
+  }
+  if (!dst) dst = alloc(dev.size());
+  FLASHJIT_CU(driver().cuMemcpyHtoD(dst, dev.data(), dev.size()));
+}
+
 void DeviceProblem::upload_inputs(uint64_t seed) {
   Rng rng{seed * 0x2545f4914f6cdd1dull + 1};
   const HeadDims& h = config_.head_dim;
   const ElementType& in = element_type(config_.dtype.qkv);
   const ElementType& rope = element_type(config_.dtype.rope.value_or(config_.dtype.qkv));
+  // `which`: 'q', 'k' or 'v' for a tensor the config may quantise; 0 for a rope part.
   auto fill = [&](CUdeviceptr dst, const ElementType& type, int rows, int heads, int dim, int host_dim,
-                  int host_offset, std::vector<float>& host, bool is_q) {
+                  int host_offset, std::vector<float>& host, bool is_q, char which, CUdeviceptr* scale_dst) {
+    const ScaleGranularity g = which == 'q' ? config_.scales.q : which == 'k' ? config_.scales.k
+                               : which == 'v' ? config_.scales.v : ScaleGranularity::none;
+    std::vector<float> values(size_t(rows) * heads * dim);
+    for (float& x : values) x = rng.normal();
+    std::vector<float> scale;
+    if (g != ScaleGranularity::none) scale = quantise(which, values, rows, heads, dim);
     // Device rows no host row maps to (unused pages) hold NaN, so reading one shows.
     const int device_rows = is_q ? rows_q_ : device_rows_k_;
     std::vector<unsigned char> dev(size_t(device_rows) * heads * dim * type.bytes, 0xff);
@@ -204,20 +292,23 @@ void DeviceProblem::upload_inputs(uint64_t seed) {
       for (int hh = 0; hh < heads; ++hh)
         for (int d = 0; d < dim; ++d) {
           unsigned char* slot = dev.data() + device_index(is_q, r, heads, dim, hh, d) * type.bytes;
-          store_element(type, rng.normal(), slot);
-          host[(size_t(r) * heads + hh) * host_dim + host_offset + d] = load_element(type, slot);
+          const size_t i = (size_t(r) * heads + hh) * dim + d;
+          store_element(type, values[i], slot);
+          const float sc = scale.empty() ? 1.f : scale[size_t(r) * heads + hh];
+          host[(size_t(r) * heads + hh) * host_dim + host_offset + d] = load_element(type, slot) * sc;
         }
     FLASHJIT_CU(driver().cuMemcpyHtoD(dst, dev.data(), dev.size()));
+    if (!scale.empty()) upload_scales(which, scale, *scale_dst);
   };
   hq_.assign(size_t(rows_q_) * shape_.heads_q * h.qk, 0.f);
   hk_.assign(size_t(rows_k_) * shape_.heads_k * h.qk, 0.f);
   hv_.assign(size_t(rows_k_) * shape_.heads_k * h.v, 0.f);
-  fill(q_, in, rows_q_, shape_.heads_q, h.nope(), h.qk, 0, hq_, true);
-  fill(k_, in, rows_k_, shape_.heads_k, h.nope(), h.qk, 0, hk_, false);
-  fill(v_, in, rows_k_, shape_.heads_k, h.v, h.v, 0, hv_, false);
+  fill(q_, in, rows_q_, shape_.heads_q, h.nope(), h.qk, 0, hq_, true, 'q', &q_scale_);
+  fill(k_, in, rows_k_, shape_.heads_k, h.nope(), h.qk, 0, hk_, false, 'k', &k_scale_);
+  fill(v_, in, rows_k_, shape_.heads_k, h.v, h.v, 0, hv_, false, 'v', &v_scale_);
   if (h.rope) {
-    fill(q_rope_, rope, rows_q_, shape_.heads_q, h.rope, h.qk, h.nope(), hq_, true);
-    fill(k_rope_, rope, rows_k_, shape_.heads_k, h.rope, h.qk, h.nope(), hk_, false);
+    fill(q_rope_, rope, rows_q_, shape_.heads_q, h.rope, h.qk, h.nope(), hq_, true, 0, nullptr);
+    fill(k_rope_, rope, rows_k_, shape_.heads_k, h.rope, h.qk, h.nope(), hk_, false, 0, nullptr);
   }
 }
 
@@ -287,6 +378,9 @@ AttentionArgs DeviceProblem::args() const {
     a.max_pages = max_pages_;
   }
   if (config_.tuning.family == Family::decode) a.num_splits = shape_.num_splits;
+  a.q_scale.data = reinterpret_cast<const void*>(q_scale_);
+  a.k_scale.data = reinterpret_cast<const void*>(k_scale_);
+  a.v_scale.data = reinterpret_cast<const void*>(v_scale_);
   return a;
 }
 

@@ -81,16 +81,23 @@ class DeviceProblem {
   int rows_q_ = 0, rows_k_ = 0;  // total rows over the batch
   int device_rows_k_ = 0;        // key rows of the device K/V (paged: num_pages x page_size)
   std::vector<int> key_start_;   // each entry's first row in the host key copies
+  std::vector<int> query_start_; // ... and query rows
   std::vector<int> page_table_;
   int num_pages_ = 0, max_pages_ = 0;
   std::vector<float> hq_, hk_, hv_;
   std::vector<Buffer*> buffers_;
   CUdeviceptr q_ = 0, k_ = 0, v_ = 0, o_ = 0, o_ref_ = 0, lse_ = 0, lse_ref_ = 0, cu_q_ = 0, cu_k_ = 0,
-              q_rope_ = 0, k_rope_ = 0, pages_ = 0, seqused_ = 0;
+              q_rope_ = 0, k_rope_ = 0, pages_ = 0, seqused_ = 0, q_scale_ = 0, k_scale_ = 0, v_scale_ = 0;
   CUdeviceptr alloc(size_t bytes);
   void plan_pages(uint64_t seed);
   void use_page_table(const std::vector<int>& need);
   void upload_inputs(uint64_t seed);
+  // Quantised inputs (scales.q/k/v): the scale of each group of `host` and the device tensor
+  // of scales; `host` then holds the dequantised values.
+  void upload_scales(char which, const std::vector<float>& scales, CUdeviceptr& dst);
+  std::vector<float> quantise(char which, std::vector<float>& host_values, int rows, int heads, int dim) const;
+  // (batch entry, position in it) of host row r of the queries or keys.
+  std::pair<int, int> row_position(bool is_q, int r) const;
   // Element index in the device tensor of host row r (a query or key row), head h, column d.
   size_t device_index(bool is_q, int r, int heads, int dim, int h, int d) const;
   Tensor tensor(CUdeviceptr p, bool is_q, int dim) const;

@@ -50,6 +50,27 @@ void check_paging(const Config& c, const AttentionArgs& a) {
   if (a.cu_seqlens_k) fail("args.cu_seqlens_k is set, but a paged cache takes its keys from the page table (use seqused_k)");
 }
 
+// A scale tensor (scales.q/k/v) the config asks for, or none it does not. Per-token strides
+// default to the contiguous [batch, heads, rows] layout (ragged: [heads, total_rows]).
+void check_scale(const char* name, ScaleGranularity g, const AttentionArgs::Scale& s, size_t elem_bytes) {
+  const std::string arg = std::string("args.") + name + "_scale";
+  if (g == ScaleGranularity::none) {
+    if (s.data) fail(arg + " is set but the config's scales." + name + " is \"none\"");
+    return;
+  }
+  if (!s.data)
+    fail(std::string("the config has scales.") + name + " = \"" + to_string(g) + "\": " + arg + " is required");
+  if (reinterpret_cast<uintptr_t>(s.data) % elem_bytes)
+    fail(arg + ".data must be " + std::to_string(elem_bytes) + "-byte aligned");
+}
+
+void fill_scale_strides(const AttentionArgs::Scale& s, bool ragged, int64_t heads, int64_t rows_per_seq,
+                        int64_t total_rows, long long (&out)[2]) {
+  const int64_t head_default = ragged ? total_rows : rows_per_seq;
+  out[1] = s.head_stride >= 0 ? s.head_stride : head_default;
+  out[0] = s.batch_stride >= 0 ? s.batch_stride : heads * rows_per_seq;
+}
+
 }  // namespace
 
 AttentionParams common_params(const Config& c, const LaunchInfo& launch, const AttentionArgs& a) {
@@ -103,6 +124,11 @@ AttentionParams common_params(const Config& c, const LaunchInfo& launch, const A
   if (!(a.softmax_scale >= 0.f) || !std::isfinite(a.softmax_scale))
     fail("args.softmax_scale = " + std::to_string(a.softmax_scale) +
          ": must be finite and > 0 (0 selects 1/sqrt(head_dim.qk))");
+  const size_t scale_bytes = c.dtype.scale ? size_t(dtype_bytes(*c.dtype.scale)) : 4;
+  check_scale("q", c.scales.q, a.q_scale, c.scales.q == ScaleGranularity::per_token ? scale_bytes : 4);
+  check_scale("k", c.scales.k, a.k_scale, c.scales.k == ScaleGranularity::per_token ? scale_bytes : 4);
+  check_scale("v", c.scales.v, a.v_scale, 4);
+
   if (a.num_splits < 0) fail("args.num_splits = " + str(a.num_splits) + ": must be 0 (automatic) or a split count");
   if (a.num_splits > 0 && c.tuning.family != Family::decode)
     fail("args.num_splits is set, but only decode kernels split the keys (this is the " +
@@ -138,6 +164,12 @@ AttentionParams common_params(const Config& c, const LaunchInfo& launch, const A
   if (rows_q > (int64_t(1) << 31) - 1) fail("too many query rows for one launch");
   p.rows_q = static_cast<int>(rows_q);
   p.num_splits = 1;
+  p.q_scale = a.q_scale.data;
+  p.k_scale = a.k_scale.data;
+  p.v_scale = a.v_scale.data;
+  fill_scale_strides(a.q_scale, ragged, a.heads_q, a.seqlen_q, a.total_q, p.q_scale_strides);
+  // Per-token K scales are indexed by the key's position in its sequence, paged or not.
+  fill_scale_strides(a.k_scale, ragged && !paged, a.heads_k, a.seqlen_k, a.total_k, p.k_scale_strides);
   return p;
 }
 

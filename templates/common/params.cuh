@@ -42,11 +42,13 @@ struct AttentionParams {
   long long lse_batch_stride;
   long long lse_head_stride;
 
-  // Quantisation scales (scales.q/k/v): per_tensor [1], per_head [H], per_token laid out like lse
-  // (with the head count of the tensor they scale).
-  const float* q_scale;
-  const float* k_scale;
-  const float* v_scale;
+  // Quantisation scales (scales.q/k/v): the stored values times the scale are the inputs
+  // (dequantisation). per_tensor: one fp32; per_head: fp32 [H] of the tensor's heads; per_token:
+  // dtype.scale, element (b, h, s) at b*batch_stride + h*head_stride + s (ragged: h*head_stride
+  // + row), strides in q_scale_strides / k_scale_strides below.
+  const void* q_scale;
+  const void* k_scale;
+  const void* v_scale;
 
   const int* cu_seqlens_q;  // varlen: batch + 1 row offsets
   const int* cu_seqlens_k;
@@ -91,6 +93,10 @@ struct AttentionParams {
   float* partial_lse;
   int num_splits;
   int rows_q;
+
+  // Per-token scales: {batch stride, head stride} in elements.
+  long long q_scale_strides[2];
+  long long k_scale_strides[2];
 };
 
 }  // namespace flashjit

@@ -8,6 +8,7 @@
 #include "common/kv_policy.cuh"
 #include "common/mask.cuh"
 #include "common/params.cuh"
+#include "common/scales.cuh"
 #include "common/seqinfo.cuh"
 #include "common/types.cuh"
 
@@ -48,9 +49,12 @@ __device__ void attention(const AttentionParams& p) {
   if (i >= s.seqlen_q) return;
   const int hk = h / T::kGroup;
 
+  const Scales<T> scales = Scales<T>::make(p);
+  const float q_scale = scales.q.at(b, h, s.q_start, i);
+  const float v_scale = scales.v.at(b, hk, 0, 0);
   const Element* q = static_cast<const Element*>(p.q.ptr) +
                      SeqInfo::offset<T::kVarlen>(p.q, b, s.q_start, i, h);
-  for (int d = threadIdx.x; d < kNope; d += kThreads) q_row[d] = to_float(q[d]);
+  for (int d = threadIdx.x; d < kNope; d += kThreads) q_row[d] = to_float(q[d]) * q_scale;
   if constexpr (T::kHeadDimRope > 0) {
     const RopeElement* qr = static_cast<const RopeElement*>(p.q_rope.ptr) +
                             SeqInfo::offset<T::kVarlen>(p.q_rope, b, s.q_start, i, h);
@@ -83,6 +87,7 @@ __device__ void attention(const AttentionParams& p) {
         const Element* kr = k + k_off[threadIdx.x];
         float dot = 0.f;
         for (int d = 0; d < kNope; ++d) dot += q_row[d] * to_float(kr[d]);
+        dot *= scales.k.at(b, hk, s.k_start, j);  // the nope part is quantised; rope is not
         if constexpr (T::kHeadDimRope > 0) {
           const RopeElement* krr = static_cast<const RopeElement*>(p.k_rope.ptr) + kr_off[threadIdx.x];
           for (int d = 0; d < T::kHeadDimRope; ++d) dot += q_row[kNope + d] * to_float(krr[d]);
@@ -115,7 +120,7 @@ __device__ void attention(const AttentionParams& p) {
   const float nan = __int_as_float(0x7fc00000);
   for (int e = 0; e < kVPerThread; ++e) {
     const int d = threadIdx.x + e * kThreads;
-    if (d < T::kHeadDimV) o[d] = bad_page ? nan : acc[e] * inv;
+    if (d < T::kHeadDimV) o[d] = bad_page ? nan : acc[e] * inv * v_scale;
   }
   if (p.lse != nullptr && threadIdx.x == 0)
     p.lse[lse_offset<T::kVarlen>(p, b, h, s.q_start, i)] = bad_page ? nan : l > 0.f ? m + logf(l) : neg_inf();

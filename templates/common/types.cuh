@@ -17,6 +17,10 @@ struct e4m3_t { u8 bits; };  // OCP fp8: 4 exponent bits, 3 mantissa bits, max 4
 struct e5m2_t { u8 bits; };  // OCP fp8: 5 exponent bits, 2 mantissa bits, max 57344
 
 enum class MaskKind { kNone, kCausal, kSlidingWindow };
+
+// std::is_same without the standard headers (NVRTC compiles with none).
+template <class A, class B> struct SameType { static constexpr bool value = false; };
+template <class A> struct SameType<A, A> { static constexpr bool value = true; };
 enum class ScaleKind { kNone, kPerTensor, kPerHead, kPerToken };
 
 // Two floats -> one register holding two 16-bit values, `lo` in the low half.
@@ -39,6 +43,17 @@ __device__ __forceinline__ float to_float(fp16_t x) {
   return f;
 }
 __device__ __forceinline__ float to_float(float x) { return x; }
+// fp8 by bit arithmetic, so every target (sm_80 has no fp8 conversions) decodes it the same way:
+// e4m3 has no infinities and S.1111.111 is NaN; e5m2 is IEEE-like (a truncated fp16).
+__device__ __forceinline__ float to_float(e4m3_t x) {
+  const u32 b = x.bits, e = (b >> 3) & 0xf, m = b & 7, sign = (b & 0x80) << 24;
+  if (e == 0xf && m == 7) return __int_as_float(0x7fc00000);
+  const float mag = e == 0 ? float(m) * 0.001953125f : __int_as_float(int(((e + 120) << 23) | (m << 20)));
+  return __int_as_float(__float_as_int(mag) | int(sign));
+}
+__device__ __forceinline__ float to_float(e5m2_t x) {
+  return to_float(fp16_t{u16(u16(x.bits) << 8)});
+}
 
 template <class T> __device__ __forceinline__ T from_float(float f);
 template <> __device__ __forceinline__ bf16_t from_float<bf16_t>(float f) {

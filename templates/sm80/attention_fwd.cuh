@@ -27,6 +27,7 @@
 #include "common/kv_policy.cuh"
 #include "common/mask.cuh"
 #include "common/params.cuh"
+#include "common/scales.cuh"
 #include "common/scheduler.cuh"
 #include "common/seqinfo.cuh"
 #include "common/types.cuh"
@@ -68,7 +69,9 @@ struct FwdShape {
 // two-stage loop can take its buffer index as a template argument.
 template <class T>
 struct Forward {
-  using E = typename T::Element;
+  using E = typename T::Element;          // Q, K, V as stored
+  using CE = typename T::ComputeElement;  // the mma.sync operands (16-bit)
+  using RE = typename T::RopeElement;
   using OE = typename T::OutElement;
   using Sh = FwdShape<T>;
   using L = SmemLayout<T>;
@@ -83,7 +86,14 @@ struct Forward {
   static_assert(L::kBytes <= T::kSmemBytes, "shared-memory layout exceeds the launch's kSmemBytes");
   static_assert(L::kStatsBytes == OnlineSoftmax<kMT, kThreads, L::kSumsInSmem>::kStatsBytes,
                 "softmax stats size");
-  static_assert(sizeof(E) == 2 && sizeof(OE) == 2, "16-bit Q/K/V and O");
+  static_assert(sizeof(CE) == 2 && sizeof(OE) == 2, "16-bit operands and O");
+  // Inputs in another type than the operands (fp8), quantisation scales, or a rope part in
+  // another type go through the converting loads (tile_io.cuh); 16-bit inputs as they are take
+  // cp.async.
+  static constexpr bool kRopeConverts = T::kHeadDimRope > 0 && !SameType<RE, CE>::value;
+  static constexpr bool kConvertQ = !SameType<E, CE>::value || T::kQScale != ScaleKind::kNone || kRopeConverts;
+  static constexpr bool kConvertK = !SameType<E, CE>::value || T::kKScale != ScaleKind::kNone || kRopeConverts;
+  static constexpr bool kConvertV = !SameType<E, CE>::value || T::kVScale != ScaleKind::kNone;
 
   const AttentionParams& p;
   u32 smem_base;
@@ -96,15 +106,56 @@ struct Forward {
   KvCache<kVarlen, T::kPaged, T::kPageSize> kv;
   int b_kv_head;
   mutable bool bad_page;  // this thread met a page-table entry outside the cache
-  GmemRows<E> gk, gk_rope, gv;
+  Scales<T> scales;
+  int q_rows;
+  GmemRows<E> gq, gk, gv;
+  GmemRows<RE> gq_rope, gk_rope;
   LanePart lq, lk, lv;  // this lane's ldmatrix addresses in Q, K stage 0, V stage 0
   float acc_o[kMT][kDT][4];
   OnlineSoftmax<kMT, kThreads, L::kSumsInSmem> softmax;
 
   // Rows n * kBN ... of K (and its rope part) or V.
-  __device__ __forceinline__ GmemRows<E> kv_rows(const GmemRows<E>& x, int n) const {
-    return GmemRows<E>{x.ptr + i64(n * kBN) * x.stride, x.stride};
+  template <class X>
+  __device__ __forceinline__ GmemRows<X> kv_rows(const GmemRows<X>& x, int n) const {
+    return GmemRows<X>{x.ptr + i64(n * kBN) * x.stride, x.stride};
   }
+
+  // Row sources of the converting loads: pointer and dequantisation scale of each tile row.
+  template <class X, bool kScaledQ>
+  struct QRows {
+    const Forward* f;
+    GmemRows<X> rows;
+    __device__ __forceinline__ RowRef<X> operator()(int r) const {
+      if (r >= f->q_rows) return {nullptr, 0.f};
+      return {rows.ptr + i64(r) * rows.stride, kScaledQ ? f->scales.q.at(f->b, f->h, f->seq.q_start, f->m0 + r) : 1.f};
+    }
+  };
+  // kScale: 0 none (rope columns), 1 K's, 2 V's.
+  template <class X, int kScale>
+  struct KvRows {
+    const Forward* f;
+    GmemRows<X> rows;          // contiguous caches: row 0 of the entry
+    const TensorArg* tensor;   // paged caches
+    int row0;
+    __device__ __forceinline__ RowRef<X> operator()(int r) const {
+      const int j = row0 + r;
+      if (j >= f->seq.seqlen_k) return {nullptr, 0.f};
+      const float scale = kScale == 1 ? f->scales.k.at(f->b, f->b_kv_head, f->seq.k_start, j)
+                          : kScale == 2 ? f->scales.v.at(f->b, f->b_kv_head, 0, 0)
+                                        : 1.f;
+      if constexpr (T::kPaged) {
+        bool ok;
+        const i64 off = f->kv.offset(*tensor, f->b, j, f->b_kv_head, ok);
+        if (!ok) {
+          f->bad_page = true;
+          return {nullptr, 0.f};
+        }
+        return {static_cast<const X*>(tensor->ptr) + off, scale};
+      } else {
+        return {rows.ptr + i64(j) * rows.stride, scale};
+      }
+    }
+  };
   // Paged caches: each key row's address through the KV policy (null past the entry's keys, and
   // for a page-table entry that names no page of the cache, which also marks the tile bad).
   struct PagedRows {
@@ -125,7 +176,10 @@ struct Forward {
   };
 
   __device__ __forceinline__ void load_k(int n, int stage, int rows) const {
-    if constexpr (T::kPaged) {
+    if constexpr (kConvertK) {
+      convert_tile<KTile, kThreads, Sh::kNope, CE>(smem_base + L::k_stage(stage), KvRows<E, 1>{this, gk, &p.k, n * kBN},
+                                                   KvRows<RE, 0>{this, gk_rope, &p.k_rope, n * kBN}, tid);
+    } else if constexpr (T::kPaged) {
       gather_tile<KTile, kThreads, Sh::kNope, E>(smem_base + L::k_stage(stage), PagedRows{this, &p.k, n * kBN},
                                                  PagedRows{this, &p.k_rope, n * kBN}, gk.ptr, tid);
     } else {
@@ -135,7 +189,10 @@ struct Forward {
     }
   }
   __device__ __forceinline__ void load_v(int n, int stage, int rows) const {
-    if constexpr (T::kPaged) {
+    if constexpr (kConvertV) {
+      convert_tile<VTile, kThreads, Sh::kDV, CE>(smem_base + L::v_stage(stage), KvRows<E, 2>{this, gv, &p.v, n * kBN},
+                                                 KvRows<E, 2>{this, gv, &p.v, n * kBN}, tid);
+    } else if constexpr (T::kPaged) {
       gather_tile<VTile, kThreads, Sh::kDV, E>(smem_base + L::v_stage(stage), PagedRows{this, &p.v, n * kBN},
                                                PagedRows{this, &p.v, n * kBN}, gv.ptr, tid);
     } else {
@@ -148,7 +205,7 @@ struct Forward {
   // S = Q K^T for KV tile n from the K buffer at byte offset k_off from stage 0, masked where
   // the tile crosses the mask's or the sequence's edge.
   __device__ __forceinline__ void scores(int n, u32 k_off, float (&s)[kMT][kNT][4]) const {
-    gemm_qk<E, QTile, KTile>(s, lq, lk.plus(k_off));
+    gemm_qk<CE, QTile, KTile>(s, lq, lk.plus(k_off));
     if (n >= n_unmasked_hi || n < n_unmasked_lo)
       apply_mask(s, mask, m0 + warp_row0 + g, n * kBN, t);
   }
@@ -161,10 +218,10 @@ struct Forward {
     for (int mi = 0; mi < kMT; ++mi)
 #pragma unroll
       for (int kk = 0; kk < kPSteps; ++kk) {
-        pa[mi][kk][0] = pack2<E>(s[mi][2 * kk][0], s[mi][2 * kk][1]);          // row g,   k 2t..
-        pa[mi][kk][1] = pack2<E>(s[mi][2 * kk][2], s[mi][2 * kk][3]);          // row g+8, k 2t..
-        pa[mi][kk][2] = pack2<E>(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);  // row g,   k 2t+8..
-        pa[mi][kk][3] = pack2<E>(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);  // row g+8, k 2t+8..
+        pa[mi][kk][0] = pack2<CE>(s[mi][2 * kk][0], s[mi][2 * kk][1]);          // row g,   k 2t..
+        pa[mi][kk][1] = pack2<CE>(s[mi][2 * kk][2], s[mi][2 * kk][3]);          // row g+8, k 2t..
+        pa[mi][kk][2] = pack2<CE>(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);  // row g,   k 2t+8..
+        pa[mi][kk][3] = pack2<CE>(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);  // row g+8, k 2t+8..
       }
   }
 
@@ -185,7 +242,7 @@ struct Forward {
     probabilities(s, pa);
     cp_async_wait<2>();  // V(n); K(n-1), V(n-1) may stay in flight
     __syncthreads();
-    gemm_pv<E, VTile>(acc_o, pa, lv.plus(L::v_stage(kStage) - L::v_stage(0)));
+    gemm_pv<CE, VTile>(acc_o, pa, lv.plus(L::v_stage(kStage) - L::v_stage(0)));
   }
 
   // One buffer each: V(n) loads under Q K^T(n) and the softmax, K(n-1) under P V(n).
@@ -202,12 +259,15 @@ struct Forward {
     __syncthreads();
     if (n > n_min) load_k(n - 1, 0, kv_rows_valid(n - 1));
     cp_async_commit();
-    gemm_pv<E, VTile>(acc_o, pa, lv);
+    gemm_pv<CE, VTile>(acc_o, pa, lv);
   }
 
-  __device__ __forceinline__ void main_loop(const GmemRows<E>& gq, const GmemRows<E>& gq_rope,
-                                            int q_rows) {
-    load_tile<QTile, kThreads, Sh::kNope>(smem_base + u32(L::kQ), gq, gq_rope, q_rows, tid);
+  __device__ __forceinline__ void main_loop() {
+    if constexpr (kConvertQ)
+      convert_tile<QTile, kThreads, Sh::kNope, CE>(smem_base + u32(L::kQ), QRows<E, true>{this, gq},
+                                                   QRows<RE, false>{this, gq_rope}, tid);
+    else
+      load_tile<QTile, kThreads, Sh::kNope>(smem_base + u32(L::kQ), gq, gq_rope, q_rows, tid);
     load_k(n_max - 1, 0, kv_rows_valid(n_max - 1));
     cp_async_commit();  // group: Q + K(n_max - 1)
     if constexpr (T::kStages == 2) {
@@ -294,7 +354,8 @@ struct Forward {
     bad_page = false;
     m0 = work.m_block * kBM;
     if (m0 >= seq.seqlen_q) return;  // ragged batch: this sequence is shorter than the longest
-    const int q_rows = cmin(kBM, seq.seqlen_q - m0);
+    q_rows = cmin(kBM, seq.seqlen_q - m0);
+    scales = Scales<T>::make(p);
 
     mask = AttentionMask<T::kMask>{seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right};
     n_min = mask.n_block_min(m0, kBN);
@@ -309,18 +370,16 @@ struct Forward {
     warp_row0 = warp * Sh::kWarpRows;
 
     // ---- global tensors ----------------------------------------------------------------------
-    const GmemRows<E> gq{static_cast<const E*>(p.q.ptr) +
-                             SeqInfo::offset<kVarlen>(p.q, b, seq.q_start, m0, h),
-                         p.q.row_stride};
-    GmemRows<E> gq_rope{nullptr, 0};
+    gq = {static_cast<const E*>(p.q.ptr) + SeqInfo::offset<kVarlen>(p.q, b, seq.q_start, m0, h), p.q.row_stride};
+    gq_rope = {nullptr, 0};
     gk = {static_cast<const E*>(p.k.ptr) + SeqInfo::offset<kVarlen>(p.k, b, seq.k_start, 0, hk),
           p.k.row_stride};
     gk_rope = {nullptr, 0};
     if constexpr (T::kHeadDimRope > 0) {
-      gq_rope = {static_cast<const E*>(p.q_rope.ptr) +
+      gq_rope = {static_cast<const RE*>(p.q_rope.ptr) +
                      SeqInfo::offset<kVarlen>(p.q_rope, b, seq.q_start, m0, h),
                  p.q_rope.row_stride};
-      gk_rope = {static_cast<const E*>(p.k_rope.ptr) +
+      gk_rope = {static_cast<const RE*>(p.k_rope.ptr) +
                      SeqInfo::offset<kVarlen>(p.k_rope, b, seq.k_start, 0, hk),
                  p.k_rope.row_stride};
     }
@@ -345,7 +404,7 @@ struct Forward {
     softmax.init(smem + L::kStats, tid);
 
     // No visible key at all (e.g. causal with seqlen_q > seqlen_k): O = 0, LSE = -inf.
-    if (n_max > n_min) main_loop(gq, gq_rope, q_rows);
+    if (n_max > n_min) main_loop();
     epilogue(q_rows);
   }
 };

@@ -104,6 +104,79 @@ __device__ __forceinline__ void gather_tile(u32 smem, const RowPtr& row_ptr, con
                                                    row_ptr2, any, tid);
 }
 
+// ---- converting loads (fp8 inputs, quantisation scales) -------------------------------------
+// Synchronous: each 16-byte chunk of the tile (8 elements of the operand type CE) is read from
+// global memory in the source's own type, widened through float, multiplied by its row's scale
+// (dequantisation) and stored. Correct on every GPU from sm_80 on; the cp.async path above is
+// the fast one for inputs already in the operand type.
+
+template <class Src>
+struct RowRef {
+  const Src* ptr;  // the row's column 0; null: the row is zero-filled
+  float scale;
+};
+
+template <class CE, class Src>
+__device__ __forceinline__ void convert_chunk(u32 smem, const Src* src, float scale) {
+  u32 w[4] = {0u, 0u, 0u, 0u};
+  if (src) {
+    float f[8];
+    if constexpr (sizeof(Src) == 1) {
+      const uint2 raw = *reinterpret_cast<const uint2*>(src);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) f[i] = to_float(Src{u8(((i < 4 ? raw.x : raw.y) >> (8 * (i % 4))) & 0xff)});
+    } else {
+      static_assert(sizeof(Src) == 2, "8- or 16-bit inputs");
+      const uint4 raw = *reinterpret_cast<const uint4*>(src);
+      const u32 words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) f[i] = to_float(Src{u16((words[i / 2] >> (16 * (i % 2))) & 0xffff)});
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = pack2<CE>(f[2 * i] * scale, f[2 * i + 1] * scale);
+  }
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(smem), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+               : "memory");
+}
+
+template <class Tile, int kThreads, int kSplitCols, int kWidth, class CE, class RowA, class RowB>
+__device__ __forceinline__ void convert_panel(u32 smem, int first, const RowA& rows_a, const RowB& rows_b, int tid) {
+  static_assert(kThreads % kWidth == 0, "a thread keeps its chunk column within a panel");
+  constexpr int kRowsPerPass = kThreads / kWidth;
+  constexpr int kPasses = ceil_div(Tile::kRowCount, kRowsPerPass);
+  const typename Tile::Panel p = Tile::panel(first);
+  const int j = tid % kWidth;
+  const int c = first + j;
+  const bool second = kSplitCols < Tile::kColCount && c * 8 >= kSplitCols;
+  const int col = second ? c * 8 - kSplitCols : c * 8;
+#pragma unroll 1
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int r = tid / kWidth + pass * kRowsPerPass;
+    if (Tile::kRowCount % kRowsPerPass != 0 && r >= Tile::kRowCount) break;
+    const u32 dst = smem + u32(p.base) + Tile::in_panel(kWidth, r, j);
+    if (second) {
+      const auto ref = rows_b(r);
+      convert_chunk<CE>(dst, ref.ptr ? ref.ptr + col : nullptr, ref.scale);
+    } else {
+      const auto ref = rows_a(r);
+      convert_chunk<CE>(dst, ref.ptr ? ref.ptr + col : nullptr, ref.scale);
+    }
+  }
+}
+
+// A whole tile: columns before kSplitCols from rows_a, the rest (the rope part) from rows_b.
+template <class Tile, int kThreads, int kSplitCols, class CE, class RowA, class RowB>
+__device__ __forceinline__ void convert_tile(u32 smem, const RowA& rows_a, const RowB& rows_b, int tid) {
+#pragma unroll
+  for (int pp = 0; pp < Tile::kFullPanels; ++pp)
+    convert_panel<Tile, kThreads, kSplitCols, 8, CE>(smem, pp * 8, rows_a, rows_b, tid);
+  if constexpr (Tile::kHas4)
+    convert_panel<Tile, kThreads, kSplitCols, 4, CE>(smem, Tile::kFullPanels * 8, rows_a, rows_b, tid);
+  if constexpr (Tile::kHas2)
+    convert_panel<Tile, kThreads, kSplitCols, 2, CE>(smem, Tile::kFullPanels * 8 + (Tile::kHas4 ? 4 : 0), rows_a,
+                                                     rows_b, tid);
+}
+
 template <class Tile, int kThreads, int kWidth, class E>
 __device__ __forceinline__ void store_panel(u32 smem, int first, E* dst, i64 stride, int rows,
                                             int tid) {
