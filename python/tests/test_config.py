@@ -103,7 +103,7 @@ def test_unsupported_features_are_rejected_by_name():
                          "tuning": {"family": "sm90"}}).resolve()
     assert "kv_layout.paged" in {i.path for i in info.value.issues}
     with pytest.raises(flashjit.ConfigError) as info:
-        flashjit.Config({"arch": "sm_90a", "scales": {"q": "per_tensor"}}).resolve()
+        flashjit.Config({"arch": "sm_90a", "scales": {"q": "per_tensor"}, "tuning": {"family": "sm90"}}).resolve()
     assert "scales.q" in {i.path for i in info.value.issues}
 
 

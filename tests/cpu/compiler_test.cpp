@@ -46,6 +46,21 @@ TEST_P(ExampleCompiles, ForEveryTarget) {
 
 INSTANTIATE_TEST_SUITE_P(Targets, ExampleCompiles, ::testing::Values("sm_80", "sm_90a", "sm_100a"));
 
+// fp8 inputs with scales, and an fp8 nope part beside a bf16 rope part (MLA prefill), compile for
+// every target from sm_80 on, sm_89 (the first with fp8 tensor cores) included, without spills.
+TEST(Fp8Examples, CompileForEveryTarget) {
+  for (const char* file : {"fp8_scaled.json", "mla_prefill_fp8.json"})
+    for (const char* arch : {"sm_80", "sm_89", "sm_90a", "sm_100a"}) {
+      Config c = load_config_file(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs/" + file);
+      c.arch = arch;
+      const Config r = resolve(c);
+      EXPECT_EQ(*r.tuning.family, Family::sm80) << file << " " << arch;
+      const CompiledKernel k = compile(generate(r));
+      EXPECT_EQ(k.report.spill_stores, 0) << file << " spills on " << arch << "\n" << k.log;
+      EXPECT_NO_THROW(compile(generate_reference(c))) << file << " " << arch;
+    }
+}
+
 // Every tile the sm90 family picks by itself (each mask, with and without the LSE, without a
 // length hint and for short and long ones, and as pair_cta clusters) compiles without spills or
 // serialised wgmma.

@@ -246,9 +246,17 @@ TEST(Config, UnimplementedFeaturesAreRejectedByName) {
   paged["kv_layout"] = {{"paged", true}, {"page_size", 64}};
   paged["tuning"] = {{"family", "sm90"}};
   EXPECT_NE(first_message(paged).find("kv_layout.paged"), std::string::npos);
+  // fp8 inputs and scales are the sm80 family's so far; the sm90 family names them.
   json fp8 = base();
   fp8["dtype"]["qkv"] = "e4m3";
+  fp8["tuning"] = {{"family", "sm90"}};
   EXPECT_TRUE(has_issue(issues_of(fp8), "dtype.qkv"));
+  json scaled = base();
+  scaled["scales"] = {{"v", "per_head"}};
+  scaled["tuning"] = {{"family", "sm90"}};
+  EXPECT_TRUE(has_issue(issues_of(scaled), "scales.v"));
+  fp8.erase("tuning");
+  EXPECT_TRUE(issues_of(fp8).empty()) << first_message(fp8);  // auto: the sm80 family
 }
 
 // 'a' targets exist from sm_90 on and 'f' targets from sm_100 on; anything else is rejected with

@@ -80,6 +80,18 @@ TEST(ElementTypes, Fp8RoundTripsEveryFiniteCode) {
     }
 }
 
+TEST(ElementTypes, Fp8ComputesInTheRopeTypeElseBf16) {
+  DTypes d;
+  d.qkv = DType::fp16;
+  EXPECT_EQ(compute_dtype(d, 0), DType::fp16);
+  d.qkv = DType::e4m3;
+  EXPECT_EQ(compute_dtype(d, 0), DType::bf16);
+  d.rope = DType::fp16;
+  EXPECT_EQ(compute_dtype(d, 64), DType::fp16);
+  d.rope = DType::e4m3;
+  EXPECT_EQ(compute_dtype(d, 64), DType::bf16);
+}
+
 TEST(ElementTypes, LoadAndStoreAreLittleEndian) {
   unsigned char b[2] = {0, 0};
   store_element(element_type(DType::bf16), 1.0f, b);
