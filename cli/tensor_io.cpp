@@ -73,6 +73,15 @@ CUdeviceptr ptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 }  // namespace
 
 void load_input(const std::string& file, TensorRole role, const Config& c, const DeviceProblem& problem) {
+  // The random inputs' scales were chosen for the random values: a file's values would pair
+  // with the wrong ones.
+  const ScaleGranularity g = role == TensorRole::q ? c.scales.q : role == TensorRole::k ? c.scales.k : c.scales.v;
+  if (g != ScaleGranularity::none)
+    throw UsageError(std::string("--load-") + (role == TensorRole::q ? "q" : role == TensorRole::k ? "k" : "v") +
+                     " " + file + ": the config quantises " + role_name(role) + " (scales." +
+                     (role == TensorRole::q ? "q" : role == TensorRole::k ? "k" : "v") + " = " + to_string(g) +
+                     "); loading inputs with their scales is not implemented yet (use random inputs, or a config "
+                     "without scales)");
   const NpyArray a = read_npy(file);
   const auto expected = npy_shape(role, c, problem.shape(), problem.rows_q(), problem.rows_k(), problem.num_pages());
   const std::vector<unsigned char> bytes = to_elements(a, c.dtype.qkv, expected, file, role);
