@@ -7,21 +7,12 @@
 #include "runtime/device.hpp"
 #include "runtime/driver.hpp"
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 
 namespace flashjit::testing {
 namespace {
 
-uint64_t run_seed() {
-  static const uint64_t seed = [] {
-    if (const char* e = std::getenv("FLASHJIT_TEST_SEED")) return uint64_t(std::strtoull(e, nullptr, 10));
-    return uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-  }();
-  return seed;
-}
 
 Config native(Config c) {
   c.arch = current_device().arch();
@@ -98,26 +89,7 @@ TEST_P(ReferenceVsCpu, AgreesWithFp64) {
     s.window_right = 3;
   }
   DeviceProblem problem(c, s, run_seed());
-  auto ref = get_reference_kernel(c);
-  problem.poison_outputs();
-  ref->launch(problem.reference_args());
-  FLASHJIT_CU(driver().cuCtxSynchronize());
-  std::vector<double> o, lse;
-  cpu_reference(c, problem.shape(), problem.host_q(), problem.host_k(), problem.host_v(), o, lse);
-  const auto gpu_o = problem.reference_output();
-  const auto gpu_lse = problem.reference_lse();
-  ASSERT_EQ(gpu_o.size(), o.size());
-  double diff2 = 0, ref2 = 0;
-  for (size_t i = 0; i < o.size(); ++i) {
-    ASSERT_TRUE(std::isfinite(gpu_o[i])) << "element " << i;
-    diff2 += (gpu_o[i] - o[i]) * (gpu_o[i] - o[i]);
-    ref2 += o[i] * o[i];
-  }
-  EXPECT_LT(std::sqrt(diff2 / ref2), 1e-5);
-  for (size_t i = 0; i < lse.size(); ++i) {
-    if (std::isinf(lse[i])) EXPECT_EQ(gpu_lse[i], -INFINITY) << "row " << i;
-    else EXPECT_NEAR(gpu_lse[i], lse[i], 1e-4) << "row " << i;
-  }
+  expect_reference_matches_cpu(c, problem, rc.label);
 }
 
 INSTANTIATE_TEST_SUITE_P(

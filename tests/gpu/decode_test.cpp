@@ -8,19 +8,12 @@
 #include "runtime/device.hpp"
 #include "runtime/driver.hpp"
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <limits>
 
 namespace flashjit::testing {
 namespace {
-
-uint64_t seed_base() {
-  if (const char* e = std::getenv("FLASHJIT_TEST_SEED")) return std::strtoull(e, nullptr, 10);
-  return uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-}
 
 struct DecodeCase {
   const char* label;
@@ -103,7 +96,7 @@ TEST_P(DecodeMatrix, MatchesReference) {
   const DecodeCase& k = GetParam();
   const Config config = decode_config(k);
   auto kernel = get_kernel(config);
-  uint64_t seed = seed_base();
+  uint64_t seed = run_seed();
   for (const ProblemShape& shape : decode_shapes(k)) {
     DeviceProblem problem(config, shape, ++seed);
     const CheckResult r = check_against_reference(*kernel, config, problem);
@@ -128,27 +121,8 @@ TEST(DecodeReference, PagedReferenceAgreesWithFp64) {
   s.seqlen_q = 3;
   s.seqlen_k = 100;
   s.cache_lens = {100, 0, 37};
-  DeviceProblem problem(c, s, seed_base());
-  auto ref = get_reference_kernel(c);
-  problem.poison_outputs();
-  ref->launch(problem.reference_args());
-  FLASHJIT_CU(driver().cuCtxSynchronize());
-  std::vector<double> o, lse;
-  cpu_reference(c, problem.shape(), problem.host_q(), problem.host_k(), problem.host_v(), o, lse);
-  const auto gpu_o = problem.reference_output();
-  const auto gpu_lse = problem.reference_lse();
-  ASSERT_EQ(gpu_o.size(), o.size());
-  double diff2 = 0, ref2 = 0;
-  for (size_t i = 0; i < o.size(); ++i) {
-    ASSERT_TRUE(std::isfinite(gpu_o[i])) << "element " << i;
-    diff2 += (gpu_o[i] - o[i]) * (gpu_o[i] - o[i]);
-    ref2 += o[i] * o[i];
-  }
-  EXPECT_LT(std::sqrt(diff2 / ref2), 1e-5);
-  for (size_t i = 0; i < lse.size(); ++i) {
-    if (std::isinf(lse[i])) EXPECT_EQ(gpu_lse[i], -INFINITY) << "row " << i;
-    else EXPECT_NEAR(gpu_lse[i], lse[i], 1e-4) << "row " << i;
-  }
+  DeviceProblem problem(c, s, run_seed());
+  expect_reference_matches_cpu(c, problem, "paged, cache lengths 100, 0, 37");
 }
 
 // The combine pass alone: the O and LSE it writes are the CPU merge of the partials the splits
@@ -166,7 +140,7 @@ TEST(DecodeCombine, MergesSplitsLikeTheCpu) {
   s.seqlen_k = 3000;
   s.cache_lens = {3000, 40};  // the second entry leaves most splits without keys
   s.num_splits = k.splits;
-  DeviceProblem problem(c, s, seed_base());
+  DeviceProblem problem(c, s, run_seed());
   AttentionArgs a = problem.args();
   const size_t bytes = kernel->workspace_bytes(a);
   ASSERT_GT(bytes, 0u);
@@ -226,7 +200,7 @@ TEST(DecodePaging, BadPageEntriesPoisonOnlyTheirRows) {
   s.batch = 2;
   s.seqlen_q = 1;
   s.seqlen_k = 64;
-  DeviceProblem problem(c, s, seed_base());
+  DeviceProblem problem(c, s, run_seed());
   std::vector<int> table = problem.page_table();
   table[1] = problem.num_pages() + 5;  // entry 0's second page
   AttentionArgs a = problem.args();
@@ -255,7 +229,7 @@ TEST(DecodeGraph, CapturedLaunchReplaysOnFreshData) {
   s.batch = 1;
   s.seqlen_q = 1;
   s.seqlen_k = 20000;  // one sequence: the launch splits and combines
-  DeviceProblem problem(c, s, seed_base());
+  DeviceProblem problem(c, s, run_seed());
   const DriverApi& d = driver();
   CUstream stream;
   FLASHJIT_CU(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
@@ -270,7 +244,7 @@ TEST(DecodeGraph, CapturedLaunchReplaysOnFreshData) {
   CUgraphExec exec;
   FLASHJIT_CU(d.cuGraphInstantiate(&exec, graph, 0));
   auto reference = get_reference_kernel(c);
-  uint64_t seed = seed_base();
+  uint64_t seed = run_seed();
   for (int replay = 0; replay < 3; ++replay) {
     problem.refill(++seed);
     problem.poison_outputs(stream);

@@ -7,18 +7,11 @@
 #include "runtime/device.hpp"
 #include "runtime/driver.hpp"
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 
 namespace flashjit::testing {
 namespace {
-
-uint64_t seed_base() {
-  if (const char* e = std::getenv("FLASHJIT_TEST_SEED")) return std::strtoull(e, nullptr, 10);
-  return uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-}
 
 using G = ScaleGranularity;
 
@@ -98,7 +91,7 @@ TEST_P(Fp8Matrix, MatchesReference) {
   const Fp8Case& k = GetParam();
   const Config config = fp8_config(k);
   auto kernel = get_kernel(config);
-  DeviceProblem problem(config, fp8_shape(k), seed_base());
+  DeviceProblem problem(config, fp8_shape(k), run_seed());
   const CheckResult r = check_against_reference(*kernel, config, problem);
   std::printf("[check] %-44s %-56s rel=%.3e lse=%.2e nonfinite=%zu %s\n", k.label, problem.shape().describe().c_str(),
               r.rel_error, r.lse_max_error, r.nonfinite, r.passed ? "ok" : "FAIL");
@@ -114,22 +107,8 @@ TEST(Fp8Reference, AgreesWithFp64OnDequantisedInputs) {
   FLASHJIT_REQUIRE_GPU();
   for (const Fp8Case& k : {fp8_cases()[3], fp8_cases()[6]}) {
     const Config c = fp8_config(k);
-    DeviceProblem problem(c, fp8_shape(k), seed_base());
-    auto ref = get_reference_kernel(c);
-    problem.poison_outputs();
-    ref->launch(problem.reference_args());
-    FLASHJIT_CU(driver().cuCtxSynchronize());
-    std::vector<double> o, lse;
-    cpu_reference(c, problem.shape(), problem.host_q(), problem.host_k(), problem.host_v(), o, lse);
-    const auto gpu_o = problem.reference_output();
-    ASSERT_EQ(gpu_o.size(), o.size());
-    double diff2 = 0, ref2 = 0;
-    for (size_t i = 0; i < o.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(gpu_o[i])) << k.label << " element " << i;
-      diff2 += (gpu_o[i] - o[i]) * (gpu_o[i] - o[i]);
-      ref2 += o[i] * o[i];
-    }
-    EXPECT_LT(std::sqrt(diff2 / ref2), 1e-5) << k.label;
+    DeviceProblem problem(c, fp8_shape(k), run_seed());
+    expect_reference_matches_cpu(c, problem, k.label);
   }
 }
 

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -149,6 +151,37 @@ void prebuild(const std::vector<MatrixCase>& cases) {
     });
   for (auto& t : pool) t.join();
   for (const auto& e : errors) ADD_FAILURE() << "prebuild failed: " << e;
+}
+
+uint64_t run_seed() {
+  static const uint64_t seed = [] {
+    if (const char* e = std::getenv("FLASHJIT_TEST_SEED")) return uint64_t(std::strtoull(e, nullptr, 10));
+    return uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  }();
+  return seed;
+}
+
+void expect_reference_matches_cpu(const Config& c, DeviceProblem& problem, const std::string& what) {
+  auto ref = get_reference_kernel(c);
+  problem.poison_outputs();
+  ref->launch(problem.reference_args());
+  FLASHJIT_CU(driver().cuCtxSynchronize());
+  std::vector<double> o, lse;
+  cpu_reference(c, problem.shape(), problem.host_q(), problem.host_k(), problem.host_v(), o, lse);
+  const auto gpu_o = problem.reference_output();
+  const auto gpu_lse = problem.reference_lse();
+  ASSERT_EQ(gpu_o.size(), o.size()) << what;
+  double diff2 = 0, ref2 = 0;
+  for (size_t i = 0; i < o.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(gpu_o[i])) << what << ": element " << i;
+    diff2 += (gpu_o[i] - o[i]) * (gpu_o[i] - o[i]);
+    ref2 += o[i] * o[i];
+  }
+  EXPECT_LT(ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2), 1e-5) << what;
+  for (size_t i = 0; i < lse.size(); ++i) {
+    if (std::isinf(lse[i])) EXPECT_EQ(gpu_lse[i], -INFINITY) << what << ": row " << i;
+    else EXPECT_NEAR(gpu_lse[i], lse[i], 1e-4) << what << ": row " << i;
+  }
 }
 
 }  // namespace flashjit::testing

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -49,5 +50,13 @@ void prebuild(const std::vector<MatrixCase>& cases);
 
 // Whether the current GPU can run `family`.
 bool family_runs_here(const std::string& family);
+
+// The seed of this run's random inputs: FLASHJIT_TEST_SEED, else from the clock (once per process).
+uint64_t run_seed();
+
+// Runs the fp32 reference kernel on `problem` and compares its O (and finite LSEs) with fp64 on
+// the CPU on the problem's host copies (dequantised where the config quantises): relative O
+// error below 1e-5, LSE within 1e-4, -inf where the CPU has -inf. `what` names the case.
+void expect_reference_matches_cpu(const Config& config, DeviceProblem& problem, const std::string& what);
 
 }  // namespace flashjit::testing

@@ -5,17 +5,10 @@
 
 #include "runtime/device.hpp"
 
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
 
 namespace flashjit::testing {
 namespace {
-
-uint64_t seed_base() {
-  if (const char* e = std::getenv("FLASHJIT_TEST_SEED")) return std::strtoull(e, nullptr, 10);
-  return uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-}
 
 struct PagedCase {
   const char* label;
@@ -57,7 +50,7 @@ TEST_P(PagedPrefill, MatchesReference) {
     s.seqlen_k = 2049;
     s.cache_lens = {2049, 200, 0, 1031};
   }
-  DeviceProblem problem(c, s, seed_base());
+  DeviceProblem problem(c, s, run_seed());
   const CheckResult r = check_against_reference(*kernel, c, problem);
   std::printf("[check] %-40s %-56s rel=%.3e lse=%.2e nonfinite=%zu %s\n", k.label, s.describe().c_str(), r.rel_error,
               r.lse_max_error, r.nonfinite, r.passed ? "ok" : "FAIL");
