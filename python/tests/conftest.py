@@ -4,8 +4,10 @@ interpreter with another environment."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 _SESSION_CACHE = tempfile.mkdtemp(prefix="flashjit-pytest-cache-")
+atexit.register(shutil.rmtree, _SESSION_CACHE, ignore_errors=True)  # the session's kernels go with it
 os.environ["FLASHJIT_CACHE_DIR"] = _SESSION_CACHE
 os.environ.setdefault("FLASHJIT_LOG_LEVEL", "warn")
 for variable in ("FLASHJIT_CACHE_PATH", "FLASHJIT_OFFLINE", "FLASHJIT_CACHE_MAX_BYTES"):
