@@ -125,6 +125,8 @@ class LaunchPlan:
         max_pages: int = 0,
         page_table_stride: int = -1,
         num_splits: int = 0,
+        q_scale_strides: Optional[tuple[int, int]] = None,
+        k_scale_strides: Optional[tuple[int, int]] = None,
     ) -> None: ...
     @property
     def kernel(self) -> LoadedKernel: ...
@@ -145,6 +147,9 @@ class LaunchPlan:
         seqused_k: int = 0,
         workspace: int = 0,
         workspace_bytes: int = 0,
+        q_scale: int = 0,
+        k_scale: int = 0,
+        v_scale: int = 0,
     ) -> None:
         """Launches on ``stream`` with device pointers as integers (0: none); ArgumentError first."""
     def workspace_bytes(

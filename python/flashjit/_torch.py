@@ -25,7 +25,10 @@ from . import _core
 from ._core import ArgumentError, Config, load_config_file
 
 _Tensor = torch.Tensor
-_DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+_DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}  # 16-bit: outputs, rope parts
+_FP8_NAMES = {getattr(torch, name): dt for name, dt in (("float8_e4m3fn", "e4m3"), ("float8_e5m2", "e5m2"))
+              if hasattr(torch, name)}
+_INPUT_NAMES = {**_DTYPE_NAMES, **_FP8_NAMES}  # what q, k, v may hold
 _FLOAT32 = torch.float32
 _INT32 = torch.int32
 _empty = torch.empty
@@ -126,8 +129,9 @@ def _layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q_r
     for name, t in (("k", k), ("v", v), ("q_rope", q_rope), ("k_rope", k_rope)):
         if t is not None and t.device != q.device:
             _fail(f"{name} is on {t.device}, q on {q.device}")
-    if q.dtype not in _DTYPE_NAMES or k.dtype != q.dtype or v.dtype != q.dtype:
-        _fail(f"q, k and v must share one dtype, bfloat16 or float16 (got {q.dtype}, {k.dtype}, {v.dtype})")
+    if q.dtype not in _INPUT_NAMES or k.dtype != q.dtype or v.dtype != q.dtype:
+        _fail(f"q, k and v must share one dtype: bfloat16, float16, float8_e4m3fn or float8_e5m2 "
+              f"(got {q.dtype}, {k.dtype}, {v.dtype})")
 
     lay.dim_rope = 0
     lay.q_rope = lay.k_rope = None
@@ -172,11 +176,59 @@ def _mask(causal: bool, window) -> Tuple[str, int, int]:
     return "sliding_window", left, right
 
 
-def _problem(lay: _Layout, dtype, out_dtype, rope_dtype, mask: str, return_lse: bool) -> dict:
-    qkv = _DTYPE_NAMES[dtype]
+def _out_dtype(dtype):
+    """The default output type: the inputs' own, bfloat16 for fp8 inputs."""
+    return dtype if dtype in _DTYPE_NAMES else torch.bfloat16
+
+
+_NO_SCALES = ({"q": "none", "k": "none", "v": "none"}, None, None, None)
+
+
+def _scale_of(name, t, heads, per_token_shape, varlen, device, allow_token=True):
+    """(granularity, scale dtype or None, (batch, head) strides or None) of one scale tensor, from
+    its shape: one fp32 (per_tensor), fp32 [heads] (per_head), or [batch, heads, seqlen] (ragged:
+    [heads, total]) in float32 or bfloat16 (per_token)."""
+    if t is None:
+        return "none", None, None
+    if t.device != device:
+        _fail(f"{name} is on {t.device}, q on {device}")
+    if t.dtype == _FLOAT32 and t.numel() == 1:
+        return "per_tensor", None, None
+    if t.dtype == _FLOAT32 and t.dim() == 1 and t.shape[0] == heads and t.stride(0) == 1:
+        return "per_head", None, None
+    if allow_token and t.dim() == len(per_token_shape) and tuple(t.shape) == per_token_shape and t.stride(-1) == 1 \
+            and t.dtype in (_FLOAT32, torch.bfloat16):
+        strides = (0, t.stride(0)) if varlen else (t.stride(0), t.stride(1))
+        return "per_token", "fp32" if t.dtype == _FLOAT32 else "bf16", strides
+    kinds = "one float32, float32 [%d]%s" % (heads, f", or float32/bfloat16 {list(per_token_shape)} with a "
+                                              "contiguous last axis" if allow_token else "")
+    _fail(f"{name} of shape {tuple(t.shape)} ({t.dtype}) is no scale tensor here: expected {kinds}")
+
+
+def _scales(lay: _Layout, q_scale, k_scale, v_scale, device):
+    """The config's scales, dtype.scale, and the per-token scales' strides."""
+    if q_scale is None and k_scale is None and v_scale is None:
+        return _NO_SCALES
+    if lay.varlen:
+        q_shape, k_shape = (lay.heads_q, lay.total_q), (lay.heads_k, lay.total_k)
+    else:
+        q_shape = (lay.batch, lay.heads_q, lay.seqlen_q)
+        k_shape = (lay.batch, lay.heads_k, lay.seqlen_k)
+    gq, dq, sq = _scale_of("q_scale", q_scale, lay.heads_q, q_shape, lay.varlen, device)
+    gk, dk, sk = _scale_of("k_scale", k_scale, lay.heads_k, k_shape, lay.varlen, device)
+    gv, _, _ = _scale_of("v_scale", v_scale, lay.heads_k, (), lay.varlen, device, allow_token=False)
+    if dq and dk and dq != dk:
+        _fail(f"per-token q_scale and k_scale must share one dtype (got {q_scale.dtype} and {k_scale.dtype})")
+    return {"q": gq, "k": gk, "v": gv}, dq or dk, sq, sk
+
+
+def _problem(lay: _Layout, dtype, out_dtype, rope_dtype, mask: str, return_lse: bool, scales=_NO_SCALES) -> dict:
+    qkv = _INPUT_NAMES[dtype]
     return {
         "dtype": {"qkv": qkv, "out": _DTYPE_NAMES[out_dtype],
-                  "rope": None if rope_dtype is None or _DTYPE_NAMES[rope_dtype] == qkv else _DTYPE_NAMES[rope_dtype]},
+                  "rope": None if rope_dtype is None or _DTYPE_NAMES[rope_dtype] == qkv else _DTYPE_NAMES[rope_dtype],
+                  "scale": scales[1]},
+        "scales": scales[0],
         "head_dim": {"qk": lay.dim_qk + lay.dim_rope, "v": lay.dim_v, "rope": lay.dim_rope},
         "group": lay.heads_q // lay.heads_k,
         "mask": mask,
@@ -262,14 +314,14 @@ class _Plan:
 
 
 def _make_plan(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-               return_lse, out, config_key, q_rope, k_rope) -> _Plan:
+               return_lse, out, config_key, q_rope, k_rope, q_scale=None, k_scale=None, v_scale=None) -> _Plan:
     if not (q.is_cuda and k.is_cuda and v.is_cuda):
         _fail(f"q, k and v must be CUDA tensors (got {q.device}, {k.device}, {v.device})")
     lay = _layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q_rope, k_rope)
     mask, left, right = _mask(causal, window)
     plan = _Plan()
     plan.device, plan.index = q.device, q.device.index
-    plan.o_shape, plan.o_stride, plan.o_dtype = lay.o_shape, lay.o_stride, q.dtype
+    plan.o_shape, plan.o_stride, plan.o_dtype = lay.o_shape, lay.o_stride, _out_dtype(q.dtype)
     if out is not None:
         if tuple(out.shape) != lay.o_shape or out.dtype not in _DTYPE_NAMES or out.device != q.device:
             _fail(f"out must be a bfloat16 or float16 tensor of shape {lay.o_shape} on {q.device} "
@@ -278,7 +330,8 @@ def _make_plan(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_
             _fail(f"out's last axis must be contiguous; its strides are {tuple(out.stride())}")
         plan.o_stride, plan.o_dtype = tuple(out.stride()), out.dtype
     plan.lse_shape = lay.lse_shape if return_lse else None
-    problem = _problem(lay, q.dtype, plan.o_dtype, None if q_rope is None else q_rope.dtype, mask, return_lse)
+    scales = _scales(lay, q_scale, k_scale, v_scale, q.device)
+    problem = _problem(lay, q.dtype, plan.o_dtype, None if q_rope is None else q_rope.dtype, mask, return_lse, scales)
     pinned = _pinned(config_key)
     config = _merged(problem, pinned, _device_arch(q.device) if pinned is not None else "native")
     kernel = _core.load_kernel(config, max(1, lay.seqlen_k), plan.index)
@@ -288,7 +341,7 @@ def _make_plan(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_
         kernel, lay.q, lay.k, lay.v, o_strides, lay.q_rope, lay.k_rope, None,
         batch=lay.batch, seqlen_q=lay.seqlen_q, seqlen_k=lay.seqlen_k, heads_q=lay.heads_q, heads_k=lay.heads_k,
         total_q=lay.total_q, total_k=lay.total_k, softmax_scale=float(softmax_scale or 0.0),
-        window_left=left, window_right=right)
+        window_left=left, window_right=right, q_scale_strides=scales[2], k_scale_strides=scales[3])
     return plan
 
 
@@ -301,7 +354,8 @@ def _capture_counter(o: torch.Tensor, device) -> int:
     return counter.data_ptr()
 
 
-def _run(plan: _Plan, q, k, v, cu_seqlens_q, cu_seqlens_k, q_rope, k_rope, out, return_lse):
+def _run(plan: _Plan, q, k, v, cu_seqlens_q, cu_seqlens_k, q_rope, k_rope, out, return_lse, q_scale=None,
+         k_scale=None, v_scale=None):
     o = out if out is not None else _empty_strided(plan.o_shape, plan.o_stride, dtype=plan.o_dtype, device=plan.device)
     lse = None if plan.lse_shape is None else _empty(plan.lse_shape, dtype=_FLOAT32, device=plan.device)
     counter = _capture_counter(o, plan.device) if plan.counter and _capturing() else 0
@@ -309,7 +363,9 @@ def _run(plan: _Plan, q, k, v, cu_seqlens_q, cu_seqlens_k, q_rope, k_rope, out, 
         _raw_stream(plan.index), q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
         0 if q_rope is None else q_rope.data_ptr(), 0 if k_rope is None else k_rope.data_ptr(),
         0 if lse is None else lse.data_ptr(), 0 if cu_seqlens_q is None else cu_seqlens_q.data_ptr(),
-        0 if cu_seqlens_k is None else cu_seqlens_k.data_ptr(), counter)
+        0 if cu_seqlens_k is None else cu_seqlens_k.data_ptr(), counter, 0, 0, 0, 0,
+        0 if q_scale is None else q_scale.data_ptr(), 0 if k_scale is None else k_scale.data_ptr(),
+        0 if v_scale is None else v_scale.data_ptr())
     return (o, lse) if return_lse else o
 
 
@@ -318,23 +374,26 @@ def _signature(t: Optional[torch.Tensor]):
 
 
 def _attend(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-            return_lse, out, config_key, q_rope, k_rope):
+            return_lse, out, config_key, q_rope, k_rope, q_scale=None, k_scale=None, v_scale=None):
     """The launch for plain CUDA tensors: a plan lookup on the call's signature, then the launch."""
     extra = None
     if (cu_seqlens_q is not None or cu_seqlens_k is not None or q_rope is not None or k_rope is not None
-            or out is not None or max_seqlen_q is not None or max_seqlen_k is not None):
+            or out is not None or max_seqlen_q is not None or max_seqlen_k is not None
+            or q_scale is not None or k_scale is not None or v_scale is not None):
         extra = (_signature(cu_seqlens_q), _signature(cu_seqlens_k), max_seqlen_q, max_seqlen_k,
-                 _signature(q_rope), _signature(k_rope), _signature(out))
+                 _signature(q_rope), _signature(k_rope), _signature(out), _signature(q_scale),
+                 _signature(k_scale), _signature(v_scale))
     key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype, v.dtype,
            q.get_device(), k.get_device(), v.get_device(), causal, window, softmax_scale, return_lse, config_key, extra)
     plan = _plans.get(key)
     if plan is None:
         plan = _make_plan(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                          max_seqlen_k, return_lse, out, config_key, q_rope, k_rope)
+                          max_seqlen_k, return_lse, out, config_key, q_rope, k_rope, q_scale, k_scale, v_scale)
         if len(_plans) >= _MAX_PLANS:
             _plans.clear()
         _plans[key] = plan
-    return _run(plan, q, k, v, cu_seqlens_q, cu_seqlens_k, q_rope, k_rope, out, return_lse)
+    return _run(plan, q, k, v, cu_seqlens_q, cu_seqlens_k, q_rope, k_rope, out, return_lse, q_scale, k_scale,
+                v_scale)
 
 
 # ---- the custom op --------------------------------------------------------------------------------
@@ -357,25 +416,31 @@ def _attention_op(
     q_rope: Optional[torch.Tensor],
     k_rope: Optional[torch.Tensor],
     config: Optional[str],
+    q_scale: Optional[torch.Tensor] = None,
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """flashjit.attention as an operator: (out, lse), lse empty unless return_lse. max_seqlen -1:
     dense; window sides -1: unbounded (both: no window); softmax_scale 0: 1/sqrt(head dim);
-    config: the pinned config as JSON text or a path, or None."""
+    config: the pinned config as JSON text or a path, or None; *_scale: dequantisation scales."""
     result = _attend(q, k, v, causal, (window_left, window_right), softmax_scale or None, cu_seqlens_q,
                      cu_seqlens_k, None if max_seqlen_q < 0 else max_seqlen_q,
-                     None if max_seqlen_k < 0 else max_seqlen_k, return_lse, None, _config_key(config), q_rope, k_rope)
+                     None if max_seqlen_k < 0 else max_seqlen_k, return_lse, None, _config_key(config), q_rope, k_rope,
+                     q_scale, k_scale, v_scale)
     return result if return_lse else (result, result.new_empty((0,), dtype=_FLOAT32))
 
 
 @_attention_op.register_fake
 def _attention_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, window_left,
-                    window_right, softmax_scale, return_lse, q_rope, k_rope, config):
+                    window_right, softmax_scale, return_lse, q_rope, k_rope, config, q_scale=None, k_scale=None,
+                    v_scale=None):
     if q.device.type not in ("cuda", "meta"):
         _fail(f"q, k and v must be CUDA tensors (got {q.device})")
     lay = _layout(q, k, v, cu_seqlens_q, cu_seqlens_k, None if max_seqlen_q < 0 else max_seqlen_q,
                   None if max_seqlen_k < 0 else max_seqlen_k, q_rope, k_rope)
     _mask(causal, (window_left, window_right))
-    o = q.new_empty_strided(lay.o_shape, lay.o_stride)
+    _scales(lay, q_scale, k_scale, v_scale, q.device)
+    o = q.new_empty_strided(lay.o_shape, lay.o_stride, dtype=_out_dtype(q.dtype))
     lse = q.new_empty(lay.lse_shape if return_lse else (0,), dtype=_FLOAT32)
     return o, lse
 
@@ -397,7 +462,7 @@ def _config_text(config) -> str:
 
 
 def _through_op(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                return_lse, out, config, q_rope, k_rope):
+                return_lse, out, config, q_rope, k_rope, q_scale=None, k_scale=None, v_scale=None):
     left, right = (-1, -1) if window is None else (window[0], window[1])
     if isinstance(config, Config) and _is_compiling():
         raise TypeError("flashjit.attention under torch.compile: pass config as a dict, a path or JSON text "
@@ -406,7 +471,7 @@ def _through_op(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens
         q, k, v, cu_seqlens_q, cu_seqlens_k, -1 if max_seqlen_q is None else max_seqlen_q,
         -1 if max_seqlen_k is None else max_seqlen_k, causal, left, right,
         0.0 if softmax_scale is None else float(softmax_scale), return_lse, q_rope, k_rope,
-        config if config is None or isinstance(config, str) else _config_text(config))
+        config if config is None or isinstance(config, str) else _config_text(config), q_scale, k_scale, v_scale)
     if out is not None:
         out.copy_(o)
         o = out
@@ -433,13 +498,17 @@ def attention(
     config: Union[Config, Mapping[str, Any], str, "os.PathLike[str]", None] = None,
     q_rope: Optional[torch.Tensor] = None,
     k_rope: Optional[torch.Tensor] = None,
+    q_scale: Optional[torch.Tensor] = None,
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
 ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Attention forward: softmax(q kᵀ · scale + mask) v, on torch's current CUDA stream.
 
     Args:
         q: ``[batch, seqlen_q, heads_q, dim]`` (any strides with a contiguous last axis: a BHSD
             tensor passes as ``x.transpose(1, 2)``), or ``[total_q, heads_q, dim]`` packed rows of
-            a ragged batch (with ``cu_seqlens_q``). bfloat16 or float16.
+            a ragged batch (with ``cu_seqlens_q``). bfloat16 or float16, or float8_e4m3fn /
+            float8_e5m2 with scales.
         k, v: ``[batch, seqlen_k, heads_k, dim]`` (or packed ``[total_k, heads_k, dim]``), the same
             dtype; ``heads_q`` must be a multiple of ``heads_k`` (GQA/MQA); v's head dim may differ.
         causal: mask keys after each query, aligned to the bottom right when seqlen_q != seqlen_k
@@ -462,6 +531,11 @@ def attention(
             torch.compile pass a dict, text or path.
         q_rope, k_rope: the rope columns of q and k in tensors of their own (shape of q and k but
             the last axis); the head dim is then ``dim + rope dim``.
+        q_scale, k_scale, v_scale: dequantisation scales: the stored values times the scale are
+            the inputs (q, k, v may then be float8_e4m3fn or float8_e5m2; the output defaults to
+            bfloat16). One float32 (per tensor), float32 ``[heads]`` (per head), or for q and k
+            per token ``[batch, heads, seqlen]`` (ragged: ``[heads, total]``) in float32 or
+            bfloat16. Rope columns are not scaled.
 
     Returns:
         ``out`` ``[batch, seqlen_q, heads_q, dim_v]`` (or ``[total_q, heads_q, dim_v]``) in q's
@@ -481,8 +555,9 @@ def attention(
             or (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad
                                      or (q_rope is not None and (q_rope.requires_grad or k_rope.requires_grad))))):
         return _through_op(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                           max_seqlen_k, return_lse, out, config, q_rope, k_rope)
+                           max_seqlen_k, return_lse, out, config, q_rope, k_rope, q_scale, k_scale, v_scale)
     if window is not None:
         window = tuple(window)
     return _attend(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                   return_lse, out, None if config is None else _config_key(config), q_rope, k_rope)
+                   return_lse, out, None if config is None else _config_key(config), q_rope, k_rope, q_scale,
+                   k_scale, v_scale)

@@ -28,8 +28,12 @@ struct LaunchPlan {
 
   AttentionArgs with(uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, uintptr_t q_rope, uintptr_t k_rope,
                      uintptr_t lse, uintptr_t cu_seqlens_q, uintptr_t cu_seqlens_k, uintptr_t tile_counter,
-                     uintptr_t page_table, uintptr_t seqused_k, uintptr_t workspace, size_t workspace_bytes) const {
+                     uintptr_t page_table, uintptr_t seqused_k, uintptr_t workspace, size_t workspace_bytes,
+                     uintptr_t q_scale = 0, uintptr_t k_scale = 0, uintptr_t v_scale = 0) const {
     AttentionArgs a = args;
+    a.q_scale.data = ptr(q_scale);
+    a.k_scale.data = ptr(k_scale);
+    a.v_scale.data = ptr(v_scale);
     a.q.data = ptr(q);
     a.k.data = ptr(k);
     a.v.data = ptr(v);
@@ -50,9 +54,9 @@ struct LaunchPlan {
   void launch(uintptr_t stream, uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, uintptr_t q_rope,
               uintptr_t k_rope, uintptr_t lse, uintptr_t cu_seqlens_q, uintptr_t cu_seqlens_k,
               uintptr_t tile_counter, uintptr_t page_table, uintptr_t seqused_k, uintptr_t workspace,
-              size_t workspace_bytes) const {
+              size_t workspace_bytes, uintptr_t q_scale, uintptr_t k_scale, uintptr_t v_scale) const {
     const AttentionArgs a = with(q, k, v, o, q_rope, k_rope, lse, cu_seqlens_q, cu_seqlens_k, tile_counter,
-                                 page_table, seqused_k, workspace, workspace_bytes);
+                                 page_table, seqused_k, workspace, workspace_bytes, q_scale, k_scale, v_scale);
     DeviceContext scope(kernel.device);
     kernel.kernel->launch(a, reinterpret_cast<CUstream>(stream));
   }
@@ -75,7 +79,8 @@ void register_launch(nb::module_& m) {
              const Strides& o, std::optional<Strides> q_rope, std::optional<Strides> k_rope,
              std::optional<std::array<int64_t, 2>> lse, int batch, int seqlen_q, int seqlen_k, int heads_q,
              int heads_k, int total_q, int total_k, float softmax_scale, int window_left, int window_right,
-             int num_pages, int max_pages, int64_t page_table_stride, int num_splits) {
+             int num_pages, int max_pages, int64_t page_table_stride, int num_splits,
+             std::optional<std::array<int64_t, 2>> q_scale_strides, std::optional<std::array<int64_t, 2>> k_scale_strides) {
             AttentionArgs a;
             a.q = strided(q);
             a.k = strided(k);
@@ -101,6 +106,14 @@ void register_launch(nb::module_& m) {
             a.max_pages = max_pages;
             a.page_table_stride = page_table_stride;
             a.num_splits = num_splits;
+            if (q_scale_strides) {
+              a.q_scale.batch_stride = (*q_scale_strides)[0];
+              a.q_scale.head_stride = (*q_scale_strides)[1];
+            }
+            if (k_scale_strides) {
+              a.k_scale.batch_stride = (*k_scale_strides)[0];
+              a.k_scale.head_stride = (*k_scale_strides)[1];
+            }
             new (self) LaunchPlan{kernel, a};
           },
           nb::arg("kernel"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("o"), nb::arg("q_rope").none(),
@@ -108,15 +121,18 @@ void register_launch(nb::module_& m) {
           nb::arg("seqlen_k"), nb::arg("heads_q"), nb::arg("heads_k"), nb::arg("total_q") = 0,
           nb::arg("total_k") = 0, nb::arg("softmax_scale") = 0.f, nb::arg("window_left") = -1,
           nb::arg("window_right") = -1, nb::arg("num_pages") = 0, nb::arg("max_pages") = 0,
-          nb::arg("page_table_stride") = -1, nb::arg("num_splits") = 0,
+          nb::arg("page_table_stride") = -1, nb::arg("num_splits") = 0, nb::arg("q_scale_strides").none() = nb::none(),
+          nb::arg("k_scale_strides").none() = nb::none(),
           "Tensors are (batch, row, head) element strides (ragged tensors: batch ignored; paged caches: "
           "(page, row, head)); lse is (batch, head) strides or None; softmax_scale 0 selects "
-          "1/sqrt(head_dim.qk); num_splits 0 lets a decode kernel choose.")
+          "1/sqrt(head_dim.qk); num_splits 0 lets a decode kernel choose; *_scale_strides are per-token "
+          "scales' (batch, head) strides.")
       .def_prop_ro("kernel", [](const LaunchPlan& p) { return p.kernel; })
       .def("launch", &LaunchPlan::launch, nb::arg("stream"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
            nb::arg("o"), nb::arg("q_rope"), nb::arg("k_rope"), nb::arg("lse"), nb::arg("cu_seqlens_q"),
            nb::arg("cu_seqlens_k"), nb::arg("tile_counter"), nb::arg("page_table") = 0, nb::arg("seqused_k") = 0,
-           nb::arg("workspace") = 0, nb::arg("workspace_bytes") = 0,
+           nb::arg("workspace") = 0, nb::arg("workspace_bytes") = 0, nb::arg("q_scale") = 0, nb::arg("k_scale") = 0,
+           nb::arg("v_scale") = 0,
            "Launches on `stream` (a CUstream as an integer; 0 is the legacy default stream) with "
            "device pointers as integers (0: none). Checks every argument first (ArgumentError).")
       .def("workspace_bytes", &LaunchPlan::workspace_bytes, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("o"),

@@ -42,7 +42,8 @@ def test_strides_of_each_layout():
 def test_the_derived_config():
     _, problem, window = derived(meta(2, 7, 8, 128), meta(2, 9, 2, 128), meta(2, 9, 2, 64), causal=True,
                                  return_lse=True)
-    assert problem == {"dtype": {"qkv": "bf16", "out": "bf16", "rope": None},
+    assert problem == {"dtype": {"qkv": "bf16", "out": "bf16", "rope": None, "scale": None},
+                       "scales": {"q": "none", "k": "none", "v": "none"},
                        "head_dim": {"qk": 128, "v": 64, "rope": 0}, "group": 4, "mask": "causal",
                        "varlen": False, "outputs": {"lse": True}}
     assert window == (-1, -1)
@@ -116,3 +117,25 @@ def test_config_keys_and_what_they_pin(tmp_path):
         layer._pinned(("path", str(tmp_path / "missing.json")))
     with pytest.raises(TypeError):
         layer._config_key(64)
+
+
+def test_fp8_inputs_and_their_scales():
+    e4m3, f32 = torch.float8_e4m3fn, torch.float32
+    b, sq, sk, hq, hk, d = 2, 7, 9, 8, 2, 128
+    q, k, v = meta(b, sq, hq, d, dtype=e4m3), meta(b, sk, hk, d, dtype=e4m3), meta(b, sk, hk, d, dtype=e4m3)
+    lay = layer._layout(q, k, v, None, None, None, None, None, None)
+    scales = layer._scales(lay, meta(b, hq, sq, dtype=torch.bfloat16), meta(b, hk, sk, dtype=torch.bfloat16),
+                           meta(1, dtype=f32), q.device)
+    assert scales[0] == {"q": "per_token", "k": "per_token", "v": "per_tensor"} and scales[1] == "bf16"
+    assert scales[2] == (hq * sq, sq) and scales[3] == (hk * sk, sk)
+    problem = layer._problem(lay, e4m3, layer._out_dtype(e4m3), None, "causal", False, scales)
+    assert problem["dtype"] == {"qkv": "e4m3", "out": "bf16", "rope": None, "scale": "bf16"}
+    assert flashjit.Config({**problem, "arch": "sm_90a"}).check() == []  # the sm80 family takes it
+    per_head = layer._scales(lay, meta(hq, dtype=f32), meta(hk, dtype=f32), meta(hk, dtype=f32), q.device)
+    assert per_head[0] == {"q": "per_head", "k": "per_head", "v": "per_head"} and per_head[1] is None
+    with pytest.raises(flashjit.ArgumentError, match="v_scale"):
+        layer._scales(lay, None, None, meta(b, hk, sk, dtype=f32), q.device)  # V takes no per-token scale
+    with pytest.raises(flashjit.ArgumentError, match="share one dtype"):
+        layer._scales(lay, meta(b, hq, sq, dtype=f32), meta(b, hk, sk, dtype=torch.bfloat16), None, q.device)
+    o = flashjit.attention(q, k, v, causal=True, q_scale=meta(1, dtype=f32), k_scale=meta(1, dtype=f32))
+    assert o.dtype == torch.bfloat16 and o.shape == (b, sq, hq, d)

@@ -154,7 +154,7 @@ def test_under_no_grad_nothing_requires_grad():
         (lambda: (meta(2, 8, 4, 64), meta(2, 8, 4, 32), meta(2, 8, 4, 64)), "head dims differ"),
         (lambda: (meta(2, 8, 4, 64), meta(3, 8, 4, 64), meta(3, 8, 4, 64)), "batch sizes differ"),
         (lambda: (meta(2, 8, 4, 64), meta(2, 8, 4, 64), meta(2, 9, 4, 64)), "does not match k"),
-        (lambda: (meta(2, 8, 4, 64, dtype=torch.float32),) * 3, "bfloat16 or float16"),
+        (lambda: (meta(2, 8, 4, 64, dtype=torch.float32),) * 3, "bfloat16, float16, float8_e4m3fn or float8_e5m2"),
         (lambda: (meta(2, 8, 4, 64), meta(2, 8, 4, 64, dtype=torch.float16), meta(2, 8, 4, 64)), "share one dtype"),
         (lambda: (meta(8, 4, 64), meta(8, 4, 64), meta(8, 4, 64)), r"expected \[batch, seqlen, heads, dim\]"),
         (lambda: (meta(2, 8, 64, 4).transpose(2, 3), meta(2, 8, 4, 64), meta(2, 8, 4, 64)), "contiguous"),
