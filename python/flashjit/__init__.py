@@ -15,6 +15,7 @@ cache (milliseconds); later calls with the same shapes cost a dictionary lookup 
 paged KV cache.
 """
 
+from . import _libstdcxx  # noqa: F401  (first: before flashjit._core loads)
 from . import cache
 from ._configs import load_config
 from ._core import (
