@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -70,6 +71,29 @@ std::string write_problem(const struct stat& st, const Sharing& sharing, bool ab
            "); remove the group's write permission (chmod g-w), or share the cache with that group on "
            "purpose: FLASHJIT_CACHE_GROUP=" + group_name(st.st_gid);
   return "";
+}
+
+// Why a symbolic link met on the way down could lead elsewhere: it lies in a directory someone
+// else can change, or it is another user's in a shared sticky one (/tmp), where its owner can
+// replace it at any time. "" when only the user or root could have made it.
+std::string link_problem(int dir_fd, const struct stat& link, const Sharing& sharing) {
+  struct stat dir {};
+  if (::fstat(dir_fd, &dir) != 0) return "cannot be checked: " + errno_text(errno);
+  if (std::string why = write_problem(dir, sharing, true); !why.empty()) return "lies in a directory that " + why;
+  if (link.st_uid != ::geteuid() && link.st_uid != 0 && !write_problem(dir, sharing, false).empty())
+    return "belongs to " + user_name(link.st_uid) + " and lies in a directory others can write";
+  return "";
+}
+
+// The target of dir_fd/name, or "" with *why set.
+std::string link_target(int dir_fd, const std::string& name, std::string* why) {
+  std::vector<char> buf(PATH_MAX + 1);
+  const ssize_t n = ::readlinkat(dir_fd, name.c_str(), buf.data(), buf.size());
+  if (n < 0 || static_cast<std::size_t>(n) >= buf.size() || n == 0) {
+    *why = n < 0 ? "cannot be read: " + errno_text(errno) : "has an unusable target";
+    return "";
+  }
+  return std::string(buf.data(), static_cast<std::size_t>(n));
 }
 
 mode_t dir_mode(const Sharing& sharing, Create create) {
@@ -159,16 +183,47 @@ TrustedDir TrustedDir::open(const fs::path& dir, const Sharing& sharing, Create 
   if (ec) return fail(Status::error, "cannot resolve " + shown + ": " + ec.message());
   if (!abs.has_filename() && abs != abs.root_path()) abs = abs.parent_path();  // "a/b/" -> "a/b"
 
-  // Walk down from the root: intermediate components resolve symbolic links as usual, the last
-  // one must not be one. Missing directories are made restrictive first, then given their mode.
+  // Walk down from the root: links on the way are followed where only the user or root could
+  // have made them, the last component must not be one. Missing directories are made
+  // restrictive first, then given their mode.
   int fd = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return fail(Status::error, "cannot open /: " + errno_text(errno));
   fs::path walked = "/";
-  std::vector<std::string> parts;
-  for (const auto& p : abs.relative_path()) parts.push_back(p.string());
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    const bool last = i + 1 == parts.size();
-    walked /= parts[i];
+  std::deque<std::string> parts;
+  auto prepend = [&](const fs::path& p) {
+    std::vector<std::string> v;
+    for (const auto& c : p.relative_path())
+      if (!c.empty() && c != ".") v.push_back(c.string());
+    parts.insert(parts.begin(), v.begin(), v.end());
+  };
+  prepend(abs);
+  int links = 0;
+  while (!parts.empty()) {
+    const std::string part = std::move(parts.front());
+    parts.pop_front();
+    const bool last = parts.empty();
+    // A link on the way is followed here, one step at a time, and only if nobody else could
+    // have planted it (else whoever did decides where directories are made and files written).
+    struct stat link {};
+    if (!last && ::fstatat(fd, part.c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(link.st_mode)) {
+      std::string why = link_problem(fd, link, sharing);
+      if (why.empty() && ++links > 40) why = "leads through more than 40 symbolic links";
+      const std::string target = why.empty() ? link_target(fd, part, &why) : "";
+      if (!why.empty()) {
+        ::close(fd);
+        return fail(Status::untrusted,
+                    shown + " is not trusted: the symbolic link " + printable((walked / part).string()) + " " + why);
+      }
+      if (fs::path(target).is_absolute()) {
+        ::close(fd);
+        fd = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) return fail(Status::error, "cannot open /: " + errno_text(errno));
+        walked = "/";
+      }
+      prepend(target);
+      continue;
+    }
+    walked = part == ".." ? walked.parent_path() : walked / part;
     bool made = false;
     std::string untrusted_parent;  // nothing is created inside a directory someone else could write
     if (create != Create::no) {
@@ -176,7 +231,7 @@ TrustedDir TrustedDir::open(const fs::path& dir, const Sharing& sharing, Create 
       untrusted_parent = ::fstat(fd, &parent) == 0 ? write_problem(parent, sharing, true) : errno_text(errno);
     }
     if (create != Create::no && untrusted_parent.empty()) {
-      made = ::mkdirat(fd, parts[i].c_str(), 0700) == 0;
+      made = part != ".." && ::mkdirat(fd, part.c_str(), 0700) == 0;
       if (!made && errno != EEXIST) {
         const int err = errno;
         ::close(fd);
@@ -184,11 +239,10 @@ TrustedDir TrustedDir::open(const fs::path& dir, const Sharing& sharing, Create 
                     "cannot create directory " + printable(walked.string()) + ": " + errno_text(err));
       }
     }
-    const int next = ::openat(fd, parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | (last ? O_NOFOLLOW : 0));
+    const int next = ::openat(fd, part.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | (last ? O_NOFOLLOW : 0));
     const int err = errno;
-    struct stat link {};
     // O_DIRECTORY | O_NOFOLLOW on a link fails with ENOTDIR or ELOOP: say which it was
-    const bool is_link = next < 0 && last && ::fstatat(fd, parts[i].c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 &&
+    const bool is_link = next < 0 && last && ::fstatat(fd, part.c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 &&
                          S_ISLNK(link.st_mode);
     ::close(fd);
     fd = next;

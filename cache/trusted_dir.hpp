@@ -3,7 +3,9 @@
 // An entry's checksum detects corruption, not tampering: whoever can write a cache directory can
 // plant an entry with a matching checksum. Trust therefore comes from who can write. A directory
 // is trusted when
-//   - it is a real directory, not a symbolic link;
+//   - it is a real directory, not a symbolic link; a link on the way to it is followed only if
+//     it lies in a directory nobody else can change, and, in a shared sticky one (/tmp), only if
+//     it is the user's or root's;
 //   - it is owned by the current user or root (with a sharing group: or it has that group);
 //   - nobody else can write it: not every user, and not its group unless that group is the
 //     sharing group or the user's private group (named like the user, no other members);

@@ -158,6 +158,48 @@ TEST(CacheTrust, ACacheDirectoryThatIsALinkIsNotFollowed) {
   EXPECT_TRUE(DiskStore(options_for(scratch / "alias" / "real")).load(key_of("l"), "l").has_value());
 }
 
+TEST(CacheTrust, AnotherUsersLinkOnTheWayIsNotFollowed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "giving a link to another user needs root";
+  ScratchDir scratch;
+  const fs::path victim = scratch / "victim", shared = scratch / "shared", theirs = scratch / "theirs";
+  fs::create_directory(victim);
+  fs::create_directory(shared);
+  ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);
+  // What another user can do in /tmp: a link named like a path someone will use, to a
+  // directory of root's.
+  const fs::path planted = shared / "planted";
+  fs::create_directory_symlink(victim, planted);
+  ASSERT_EQ(::lchown(planted.c_str(), 65534, 65534), 0);
+  LogCapture log;
+  for (const Create create : {Create::private_dir, Create::shipped, Create::no}) {
+    const TrustedDir d = TrustedDir::open(planted / "cache" / "dir", {}, create);
+    EXPECT_EQ(d.status(), TrustedDir::Status::untrusted) << d.problem();
+    EXPECT_NE(d.problem().find("the symbolic link " + planted.string() + " belongs to nobody"), std::string::npos)
+        << d.problem();
+  }
+  DiskStore store(options_for(planted / "cache"));
+  store.get_or_create(key_of("p"), "p", [] { return make_entry("p"); });
+  EXPECT_TRUE(fs::is_empty(victim)) << "a directory was made through the planted link";
+  // A link of another user's in a directory that user owns (not sticky) can be swapped too.
+  fs::create_directory(theirs);
+  ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+  fs::create_directory_symlink(victim, theirs / "link");
+  const TrustedDir via_theirs = TrustedDir::open(theirs / "link" / "cache", {}, Create::private_dir);
+  EXPECT_EQ(via_theirs.status(), TrustedDir::Status::untrusted);
+  EXPECT_NE(via_theirs.problem().find("lies in a directory that is owned by nobody"), std::string::npos)
+      << via_theirs.problem();
+  // The user's own link that leads through the planted one is no way around it.
+  fs::create_directory_symlink(planted, scratch / "mine");
+  EXPECT_EQ(TrustedDir::open(scratch / "mine" / "cache", {}, Create::private_dir).status(),
+            TrustedDir::Status::untrusted);
+  EXPECT_TRUE(fs::is_empty(victim));
+  // Root's own link in the shared directory, relative and through "..", is followed.
+  fs::create_directory_symlink("../victim", shared / "own");
+  const TrustedDir own = TrustedDir::open(shared / "own" / "cache", {}, Create::private_dir);
+  EXPECT_TRUE(own.ok()) << own.problem();
+  EXPECT_TRUE(fs::is_directory(victim / "cache"));
+}
+
 TEST(CacheTrust, OwnedByAnotherUserIsNotTrusted) {
   if (::geteuid() != 0) GTEST_SKIP() << "giving a directory to another user needs root";
   ScratchDir scratch;
