@@ -2,13 +2,11 @@
 #include "cli/commands.hpp"
 #include "cli/config_input.hpp"
 #include "cli/errors.hpp"
+#include "cli/output_file.hpp"
 #include "cli/register.hpp"
 #include "generator/generate.hpp"
 #include "runtime/compiler.hpp"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <memory>
 
 namespace flashjit::cli {
@@ -21,13 +19,11 @@ int cmd_generate(const GenerateOptions& o, Context& ctx) {
     ctx.out << text;  // run_cli checks that it was written
     return kOk;
   }
-  auto reason = [] { return std::string(errno ? std::strerror(errno) : "unknown error"); };
-  errno = 0;
-  std::ofstream f(o.output, std::ios::binary | std::ios::trunc);
-  if (!f) throw UsageError(o.output + ": cannot create the output file: " + reason());
-  f << text;
-  f.close();  // flushes: a full disk shows here at the latest
-  if (!f) throw std::runtime_error(o.output + ": cannot write the generated source: " + reason());
+  cache::Fd f;
+  if (const std::string why = open_output_file(o.output, f); !why.empty())
+    throw UsageError(o.output + ": cannot create the output file: " + why);
+  if (const std::string why = write_and_close(f, text); !why.empty())
+    throw std::runtime_error(o.output + ": cannot write the generated source: " + why);
   if (ctx.verbosity != Verbosity::quiet)
     ctx.err << "wrote " << src.name << " (" << src.arch << ", " << text.size() << " bytes) to " << o.output << "\n";
   return kOk;

@@ -6,14 +6,13 @@
 #include "cli/errors.hpp"
 #include "cli/format.hpp"
 #include "cli/manifest.hpp"
+#include "cli/output_file.hpp"
 #include "cli/progress.hpp"
 #include "cli/register.hpp"
 #include "runtime/compiler.hpp"
 
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -209,13 +208,10 @@ int cmd_precompile(const PrecompileOptions& o, Context& ctx) {
       list.push_back(std::move(e));
     }
     s["items"] = std::move(list);
-    errno = 0;
-    std::ofstream f(o.json_summary, std::ios::binary | std::ios::trunc);
-    f << s.dump(2) << "\n";
-    f.close();
-    if (!f)
-      throw std::runtime_error(o.json_summary + ": cannot write the JSON summary" +
-                               (errno ? ": " + cache::errno_text(errno) : std::string()));
+    cache::Fd f;
+    std::string why = open_output_file(o.json_summary, f);
+    if (why.empty()) why = write_and_close(f, s.dump(2) + "\n");
+    if (!why.empty()) throw std::runtime_error(o.json_summary + ": cannot write the JSON summary: " + why);
   }
   return failed || skipped ? kFailure : kOk;
 }

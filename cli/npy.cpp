@@ -1,10 +1,9 @@
 #include "cli/npy.hpp"
 
+#include "cli/output_file.hpp"
 #include "generator/excerpt.hpp"
 
 #include <cctype>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -294,13 +293,11 @@ void write_npy(const std::string& path, const std::string& descr, const std::vec
   if (!npy_bytes(shape, item_size_of(descr), n) || n != bytes)
     fail(path, "internal: " + std::to_string(bytes) + " bytes do not match shape " + shape_string(shape));
   const std::string encoded = encode_npy(descr, shape, data, bytes);
-  errno = 0;
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) fail(path, std::string("cannot create .npy file: ") + std::strerror(errno));
-  f.write(encoded.data(), static_cast<std::streamsize>(encoded.size()));
-  f.close();
+  cache::Fd f;
+  if (const std::string why = open_output_file(path, f); !why.empty()) fail(path, "cannot create .npy file: " + why);
   // The file was named and created: failing to fill it is a failure of the run, not bad input.
-  if (!f) throw std::runtime_error(path + ": cannot write .npy file: " + (errno ? std::strerror(errno) : "write error"));
+  if (const std::string why = write_and_close(f, encoded); !why.empty())
+    throw std::runtime_error(path + ": cannot write .npy file: " + why);
 }
 
 }  // namespace flashjit::cli

@@ -50,6 +50,46 @@ TEST(CliOutput, GenerateIntoAFileThatCannotBeWrittenFails) {
   EXPECT_TRUE(contains(missing.err, "cannot create the output file: No such file or directory")) << missing.err;
 }
 
+TEST(CliOutput, NamedOutputsAreNeverWrittenThroughAnotherUsersLinkOrFile) {
+  if (::geteuid() != 0) GTEST_SKIP() << "giving a link to another user needs root";
+  Scratch s;
+  const fs::path shared = s / "tmp", victim = s / "victim";
+  fs::create_directory(shared);
+  ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);
+  std::ofstream(victim) << "precious";
+  // What another user can do in /tmp before root names the file.
+  auto plant_link = [&](const std::string& name) {
+    const fs::path link = shared / name;
+    fs::create_symlink(victim, link);
+    EXPECT_EQ(::lchown(link.c_str(), 65534, 65534), 0);
+    return link.string();
+  };
+  const Outcome gen = cli(nullptr, {"generate", kDefault, "-o", plant_link("attn.cu")});
+  EXPECT_EQ(gen.code, 2) << gen.err;
+  EXPECT_TRUE(contains(gen.err, "cannot create the output file: it is a symbolic link of nobody")) << gen.err;
+  const std::string manifest = s.write("m.json", R"({"schema": "flashjit.manifest.v1", "configs": []})");
+  auto store = private_store(s / "cache");
+  const Outcome pre = cli(store.get(), {"precompile", manifest, "--json-summary", plant_link("summary.json")});
+  EXPECT_EQ(pre.code, 1) << pre.err;
+  EXPECT_TRUE(contains(pre.err, "cannot write the JSON summary: it is a symbolic link of nobody")) << pre.err;
+  EXPECT_EQ(read_file(victim), "precious");
+  // A file another user made there first is not theirs to read what root writes.
+  const fs::path theirs = shared / "theirs.cu";
+  std::ofstream(theirs) << "";
+  ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+  const Outcome into_theirs = cli(nullptr, {"generate", kDefault, "-o", theirs.string()});
+  EXPECT_EQ(into_theirs.code, 2);
+  EXPECT_TRUE(contains(into_theirs.err, "it is a regular file of nobody")) << into_theirs.err;
+  EXPECT_EQ(fs::file_size(theirs), 0u);
+  // The user's own link, a device and a file of the user's are written as named.
+  fs::create_symlink(victim, shared / "mine.cu");
+  EXPECT_EQ(cli(nullptr, {"generate", kDefault, "-o", (shared / "mine.cu").string()}).code, 0);
+  EXPECT_TRUE(read_file(victim).starts_with("// flashjit generated kernel")) << read_file(victim);
+  EXPECT_EQ(cli(nullptr, {"generate", kDefault, "-o", "/dev/null"}).code, 0);
+  EXPECT_EQ(cli(nullptr, {"generate", kDefault, "-o", theirs.string() + ".new"}).code, 0);
+  EXPECT_EQ(cli(nullptr, {"generate", kDefault, "-o", theirs.string() + ".new"}).code, 0) << "overwriting its own file";
+}
+
 // The check is generic: run_cli looks at the stream after any command, however it ended.
 TEST(CliOutput, RunCliChecksItsOutputStreamAfterTheCommand) {
   FullBuffer full;
