@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace flashjit::cache {
@@ -42,18 +43,36 @@ std::string group_name(gid_t gid) {
   return "gid " + std::to_string(gid);
 }
 
+// Whether a user other than `name` has gid as primary group: a member the group file does not
+// list. True also when the user database cannot be read to the end.
+bool primary_group_of_another(gid_t gid, const std::string& name) {
+  static std::mutex m;  // setpwent/getpwent_r/endpwent share one position
+  std::lock_guard<std::mutex> g(m);
+  std::vector<char> buf(16384);
+  passwd pw{}, *found = nullptr;
+  bool other = false;
+  int rc = 0;
+  ::setpwent();
+  while (!other && (rc = ::getpwent_r(&pw, buf.data(), buf.size(), &found)) == 0 && found)
+    other = found->pw_gid == gid && name != found->pw_name;
+  ::endpwent();
+  return other || (rc != 0 && rc != ENOENT);
+}
+
 // The user's private group (user-private-group systems, umask 002): the user's primary group,
-// named like the user, with no other members. Writable by it means writable by the user alone.
+// named like the user, with no other members, listed or by their own primary group. Writable by
+// it means writable by the user alone.
 bool is_private_group(gid_t gid, uid_t uid) {
   std::vector<char> pbuf(16384), gbuf(16384);
   passwd pw{}, *user = nullptr;
   group gr{}, *grp = nullptr;
   if (::getpwuid_r(uid, &pw, pbuf.data(), pbuf.size(), &user) != 0 || !user || user->pw_gid != gid) return false;
   if (::getgrgid_r(gid, &gr, gbuf.data(), gbuf.size(), &grp) != 0 || !grp) return false;
-  if (std::string(grp->gr_name) != user->pw_name) return false;
+  const std::string name = user->pw_name;
+  if (grp->gr_name != name) return false;
   for (char** m = grp->gr_mem; m && *m; ++m)
-    if (std::string(*m) != user->pw_name) return false;
-  return true;
+    if (*m != name) return false;
+  return !primary_group_of_another(gid, name);
 }
 
 // Why a user other than the owner (or root, or the sharing group) could change what is in a

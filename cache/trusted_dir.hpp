@@ -8,7 +8,8 @@
 //     it is the user's or root's;
 //   - it is owned by the current user or root (with a sharing group: or it has that group);
 //   - nobody else can write it: not every user, and not its group unless that group is the
-//     sharing group or the user's private group (named like the user, no other members);
+//     sharing group or the user's private group (named like the user, no other members,
+//     listed or by their own primary group);
 //   - every directory above it (symbolic links resolved) passes the same checks, except that one
 //     others can write is accepted above it when its sticky bit is set (/tmp, /dev/shm): there
 //     nobody can rename or remove what is not theirs.

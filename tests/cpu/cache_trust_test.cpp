@@ -11,8 +11,13 @@
 
 #include <gtest/gtest.h>
 #include <grp.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <functional>
 
 namespace flashjit::cache::test {
 namespace {
@@ -79,6 +84,53 @@ TEST(CacheTrust, GroupWritableIsUntrustedUnlessTheGroupIsSharedOnPurpose) {
   o.sharing.group = *group;
   ASSERT_EQ(::chown(plant(dir, "g").c_str(), static_cast<uid_t>(-1), *group), 0);
   EXPECT_TRUE(DiskStore(o).load(key_of("g"), "g").has_value());
+}
+
+// Runs `check` in a child process that acts as uid/gid and sees `passwd` and `group` as the user
+// database (bind-mounted in a mount namespace of its own; needs root). Returns the child's exit
+// status; 77 when no such namespace can be made here.
+int in_user_database(const ScratchDir& scratch, const std::string& passwd, const std::string& group, uid_t uid,
+                     gid_t gid, const std::function<int()>& check) {
+  write_bytes(scratch / "passwd", passwd);
+  write_bytes(scratch / "group", group);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount((scratch / "passwd").c_str(), "/etc/passwd", nullptr, MS_BIND, nullptr) != 0 ||
+        ::mount((scratch / "group").c_str(), "/etc/group", nullptr, MS_BIND, nullptr) != 0)
+      ::_exit(77);
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 || ::setresuid(uid, uid, uid) != 0) ::_exit(78);
+    ::_exit(check());
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+TEST(CacheTrust, APrivateGroupIsOneNoOtherUserHasAsPrimaryGroup) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a user database of its own needs root";
+  ScratchDir scratch;
+  ASSERT_EQ(::chmod(scratch.path().c_str(), 0755), 0);
+  const uid_t alice = 64101, bob = 64102;
+  const fs::path dir = scratch / "cache";
+  plant(dir, "u");
+  ASSERT_EQ(::chown(dir.c_str(), alice, alice), 0);
+  ASSERT_EQ(::chown((dir / entry_file_name(key_of("u"), "u")).c_str(), alice, alice), 0);
+  ASSERT_EQ(::chmod(dir.c_str(), 0770), 0);
+  const std::string passwd = read_bytes("/etc/passwd") + "fjalice:x:64101:64101::/:/bin/sh\n";
+  const std::string group = read_bytes("/etc/group") + "fjalice:x:64101:\n";
+  auto trusted = [&](const std::string& users) {
+    return in_user_database(scratch, users, group, alice, alice, [&] {
+      const TrustedDir d = TrustedDir::open(dir, {}, Create::no);
+      if (d.ok()) return 0;
+      return d.problem().find("is writable by group fjalice") != std::string::npos ? 1 : 2;
+    });
+  };
+  const int alone = trusted(passwd);
+  if (alone == 77) GTEST_SKIP() << "no mount namespace of its own here";
+  EXPECT_EQ(alone, 0) << "the user's private group (user-private-group systems, umask 002)";
+  // Bob's primary group is alice's: /etc/group does not list him, yet he can write her directory.
+  EXPECT_EQ(trusted(passwd + "fjbob:x:" + std::to_string(bob) + ":64101::/:/bin/sh\n"), 1);
 }
 
 TEST(CacheTrust, ASharedGroupCacheIsCreatedSetgidForThatGroup) {
