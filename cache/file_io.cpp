@@ -115,7 +115,7 @@ OpenedFile open_for_reading(const TrustedDir& dir, const std::string& name) {
   }
   f.dev = f.st.st_dev;
   f.ino = f.st.st_ino;
-  if (std::string why = file_trust_problem(f.st, dir.sharing()); !why.empty()) {
+  if (std::string why = file_trust_problem(f.fd.get(), f.st, dir.sharing()); !why.empty()) {
     f.error = path + " " + why;
     return f;
   }

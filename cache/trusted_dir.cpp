@@ -1,5 +1,6 @@
 #include "cache/trusted_dir.hpp"
 
+#include "cache/access_acl.hpp"
 #include "cache/file_io.hpp"
 #include "cache/printable.hpp"
 
@@ -76,8 +77,9 @@ bool is_private_group(gid_t gid, uid_t uid) {
 }
 
 // Why a user other than the owner (or root, or the sharing group) could change what is in a
-// directory or file with this status; "" when nobody could.
-std::string write_problem(const struct stat& st, const Sharing& sharing, bool above) {
+// directory or file with this status; "" when nobody could. Its access ACL, if any, is read from
+// fd, or path when fd < 0.
+std::string write_problem(const struct stat& st, const Sharing& sharing, bool above, int fd, const char* path) {
   const uid_t me = ::geteuid();
   const bool shared_group = sharing.group && st.st_gid == *sharing.group;
   if (st.st_uid != me && st.st_uid != 0 && !shared_group)
@@ -85,7 +87,20 @@ std::string write_problem(const struct stat& st, const Sharing& sharing, bool ab
   // Above the directory, a sticky one others can write is fine: nobody can move what is ours.
   if (above && S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX)) return "";
   if (st.st_mode & S_IWOTH) return "is writable by every user (mode " + mode_text(st.st_mode) + ")";
-  if ((st.st_mode & S_IWGRP) && !shared_group && !is_private_group(st.st_gid, st.st_uid))
+  if (!(st.st_mode & S_IWGRP)) return "";
+  // With an ACL the group bits are its mask: who may write is in the ACL.
+  const AclWriters acl = acl_writers(fd, path);
+  if (!acl.error.empty()) return "has an access control list that " + acl.error;
+  auto through_acl = [&](const std::string& who) {
+    return "is writable by " + who + " through its access control list (mode " + mode_text(st.st_mode) +
+           "+); remove that entry (setfacl -x), or write permission from the list's mask (chmod g-w)";
+  };
+  for (const uid_t u : acl.users)
+    if (u != me && u != 0 && u != st.st_uid) return through_acl("user " + user_name(u));
+  for (const gid_t g : acl.groups)
+    if (!(sharing.group && g == *sharing.group) && !is_private_group(g, st.st_uid))
+      return through_acl("group " + group_name(g));
+  if ((!acl.has_acl || acl.owning_group) && !shared_group && !is_private_group(st.st_gid, st.st_uid))
     return "is writable by group " + group_name(st.st_gid) + " (mode " + mode_text(st.st_mode) +
            "); remove the group's write permission (chmod g-w), or share the cache with that group on "
            "purpose: FLASHJIT_CACHE_GROUP=" + group_name(st.st_gid);
@@ -98,8 +113,9 @@ std::string write_problem(const struct stat& st, const Sharing& sharing, bool ab
 std::string link_problem(int dir_fd, const struct stat& link, const Sharing& sharing) {
   struct stat dir {};
   if (::fstat(dir_fd, &dir) != 0) return "cannot be checked: " + errno_text(errno);
-  if (std::string why = write_problem(dir, sharing, true); !why.empty()) return "lies in a directory that " + why;
-  if (link.st_uid != ::geteuid() && link.st_uid != 0 && !write_problem(dir, sharing, false).empty())
+  if (std::string why = write_problem(dir, sharing, true, dir_fd, nullptr); !why.empty())
+    return "lies in a directory that " + why;
+  if (link.st_uid != ::geteuid() && link.st_uid != 0 && !write_problem(dir, sharing, false, dir_fd, nullptr).empty())
     return "belongs to " + user_name(link.st_uid) + " and lies in a directory others can write";
   return "";
 }
@@ -146,9 +162,9 @@ std::string file_type_name(mode_t mode) {
   return "not a file";
 }
 
-std::string file_trust_problem(const struct stat& st, const Sharing& sharing) {
+std::string file_trust_problem(int fd, const struct stat& st, const Sharing& sharing) {
   if (!S_ISREG(st.st_mode)) return "is " + file_type_name(st.st_mode) + ", not a regular file";
-  return write_problem(st, sharing, false);
+  return write_problem(st, sharing, false, fd, nullptr);
 }
 
 fs::path private_place(const fs::path& dir, std::string_view name, const Sharing& sharing) {
@@ -247,7 +263,7 @@ TrustedDir TrustedDir::open(const fs::path& dir, const Sharing& sharing, Create 
     std::string untrusted_parent;  // nothing is created inside a directory someone else could write
     if (create != Create::no) {
       struct stat parent {};
-      untrusted_parent = ::fstat(fd, &parent) == 0 ? write_problem(parent, sharing, true) : errno_text(errno);
+      untrusted_parent = ::fstat(fd, &parent) == 0 ? write_problem(parent, sharing, true, fd, nullptr) : errno_text(errno);
     }
     if (create != Create::no && untrusted_parent.empty()) {
       made = part != ".." && ::mkdirat(fd, part.c_str(), 0700) == 0;
@@ -289,7 +305,7 @@ TrustedDir TrustedDir::open(const fs::path& dir, const Sharing& sharing, Create 
 
   struct stat st {};
   if (::fstat(fd, &st) != 0) return fail(Status::error, "cannot stat " + shown + ": " + errno_text(errno));
-  if (std::string why = write_problem(st, sharing, false); !why.empty())
+  if (std::string why = write_problem(st, sharing, false, fd, nullptr); !why.empty())
     return fail(Status::untrusted, shown + " is not trusted: it " + why);
 
   // Everything above it, symbolic links resolved: whoever can rename a directory above can
@@ -304,7 +320,7 @@ TrustedDir TrustedDir::open(const fs::path& dir, const Sharing& sharing, Create 
     struct stat a {};
     if (::stat(above.c_str(), &a) != 0)
       return fail(Status::error, "cannot stat " + printable(above.string()) + ": " + errno_text(errno));
-    if (std::string why = write_problem(a, sharing, true); !why.empty())
+    if (std::string why = write_problem(a, sharing, true, -1, above.c_str()); !why.empty())
       return fail(Status::untrusted, shown + " is not trusted: " + printable(above.string()) + " above it " + why);
     if (above == above.parent_path()) break;
   }

@@ -7,9 +7,10 @@
 //     it lies in a directory nobody else can change, and, in a shared sticky one (/tmp), only if
 //     it is the user's or root's;
 //   - it is owned by the current user or root (with a sharing group: or it has that group);
-//   - nobody else can write it: not every user, and not its group unless that group is the
-//     sharing group or the user's private group (named like the user, no other members,
-//     listed or by their own primary group);
+//   - nobody else can write it, by its mode or its access ACL: not every user, no user named in
+//     the ACL, and not its group (or a group named in the ACL) unless that group is the sharing
+//     group or the user's private group (named like the user, no other members, listed or by
+//     their own primary group);
 //   - every directory above it (symbolic links resolved) passes the same checks, except that one
 //     others can write is accepted above it when its sticky bit is set (/tmp, /dev/shm): there
 //     nobody can rename or remove what is not theirs.
@@ -79,9 +80,9 @@ class TrustedDir {
   std::string problem_ = "not opened";
 };
 
-// "" when a file with this status may be trusted inside a trusted directory, else why not
-// ("is a FIFO, not a regular file", "is writable by every user (mode 0666)").
-std::string file_trust_problem(const struct stat& st, const Sharing& sharing);
+// "" when the open file fd, with this status, may be trusted inside a trusted directory, else
+// why not ("is a FIFO, not a regular file", "is writable by every user (mode 0666)").
+std::string file_trust_problem(int fd, const struct stat& st, const Sharing& sharing);
 
 // "a regular file", "a FIFO", "a symbolic link", ...
 std::string file_type_name(mode_t mode);

@@ -15,8 +15,12 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 
 namespace flashjit::cache::test {
@@ -190,6 +194,115 @@ TEST(CacheTrust, ADirectoryAboveOthersCanWriteMakesItUntrustedUnlessSticky) {
   EXPECT_NE(made.problem().find(open.string() + " above it is writable by every user"), std::string::npos)
       << made.problem();
   EXPECT_FALSE(fs::exists(open / "new"));
+}
+
+// ---- access control lists ----
+
+// One entry of a POSIX access ACL, as setfacl would write it: tag, permission bits, id.
+struct AclEntry {
+  std::uint16_t tag, perm;
+  std::uint32_t id = UINT32_MAX;  // for the owner, owning group, mask and everyone: no id
+};
+constexpr std::uint16_t kAclUserObj = 0x01, kAclUser = 0x02, kAclGroupObj = 0x04, kAclGroup = 0x08,
+                        kAclMask = 0x10, kAclOther = 0x20;
+
+// Gives path this access ACL (entries in the kernel's order), written in the kernel's xattr format
+// (linux/posix_acl_xattr.h); the error number when that fails, 0 when it worked.
+int set_access_acl(const fs::path& path, const std::vector<AclEntry>& entries) {
+  std::string bytes(4 + 8 * entries.size(), '\0');
+  const std::uint32_t version = 2;
+  std::memcpy(bytes.data(), &version, 4);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    std::memcpy(bytes.data() + 4 + 8 * i, &entries[i].tag, 2);
+    std::memcpy(bytes.data() + 6 + 8 * i, &entries[i].perm, 2);
+    std::memcpy(bytes.data() + 8 + 8 * i, &entries[i].id, 4);
+  }
+  return ::setxattr(path.c_str(), "system.posix_acl_access", bytes.data(), bytes.size(), 0) == 0 ? 0 : errno;
+}
+
+// rwx for the owner, r-x for the owning group, nothing for everyone, the named users and groups,
+// and a mask of `mask` (which becomes the mode's group bits).
+std::vector<AclEntry> acl_with(std::vector<AclEntry> users, std::vector<AclEntry> groups, std::uint16_t mask) {
+  std::vector<AclEntry> acl{{kAclUserObj, 7}};
+  acl.insert(acl.end(), users.begin(), users.end());
+  acl.push_back({kAclGroupObj, 5});
+  acl.insert(acl.end(), groups.begin(), groups.end());
+  acl.push_back({kAclMask, mask});
+  acl.push_back({kAclOther, 0});
+  return acl;
+}
+
+bool no_acls_here(int set_error) { return set_error == ENOTSUP || set_error == EOPNOTSUPP; }
+
+// Neither a user nor a group on any machine the suite runs on.
+constexpr std::uint32_t kStranger = 64103;
+
+TEST(CacheTrust, AnAccessControlListThatLetsAnotherUserOrGroupWriteIsUntrusted) {
+  ScratchDir scratch;
+  const fs::path dir = scratch / "cache";
+  plant(dir, "a");
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  const int err = set_access_acl(dir, acl_with({{kAclUser, 7, kStranger}}, {}, 7));
+  if (no_acls_here(err)) GTEST_SKIP() << "no access control lists on the file system under " << scratch.path();
+  ASSERT_EQ(err, 0) << std::strerror(err);
+  EXPECT_EQ(mode_of(dir), 0770) << "the group bits are the list's mask";
+  TrustedDir d = TrustedDir::open(dir, {}, Create::no);
+  EXPECT_EQ(d.status(), TrustedDir::Status::untrusted);
+  EXPECT_NE(d.problem().find("is writable by user uid 64103 through its access control list (mode 0770+)"),
+            std::string::npos)
+      << d.problem();
+  {
+    LogCapture log;
+    EXPECT_FALSE(DiskStore(options_for(dir)).load(key_of("a"), "a").has_value()) << "a planted entry loaded";
+    EXPECT_GE(log.count_warnings({dir.string(), "through its access control list"}), 1u)
+        << ::testing::PrintToString(log.warnings());
+  }
+  // a named group other than the user's private one
+  ASSERT_EQ(set_access_acl(dir, acl_with({}, {{kAclGroup, 7, kStranger}}, 7)), 0);
+  d = TrustedDir::open(dir, {}, Create::no);
+  EXPECT_NE(d.problem().find("is writable by group gid 64103 through its access control list"), std::string::npos)
+      << d.problem();
+  // unless that group is the one the cache is shared with on purpose, as with the mode bits
+  auto shared = options_for(dir);
+  shared.sharing.group = kStranger;
+  EXPECT_TRUE(TrustedDir::open(dir, shared.sharing, Create::no).ok());
+  // a mask without write lets no named entry write: such entries are then harmless
+  ASSERT_EQ(set_access_acl(dir, acl_with({{kAclUser, 7, kStranger}}, {{kAclGroup, 7, kStranger}}, 5)), 0);
+  EXPECT_EQ(mode_of(dir), 0750);
+  EXPECT_TRUE(TrustedDir::open(dir, {}, Create::no).ok()) << TrustedDir::open(dir, {}, Create::no).problem();
+  // and so is one that names only the user, or lets the stranger read
+  ASSERT_EQ(set_access_acl(dir, acl_with({{kAclUser, 7, ::geteuid()}, {kAclUser, 5, kStranger}}, {}, 7)), 0);
+  EXPECT_TRUE(TrustedDir::open(dir, {}, Create::no).ok()) << TrustedDir::open(dir, {}, Create::no).problem();
+  EXPECT_TRUE(DiskStore(options_for(dir)).load(key_of("a"), "a").has_value());
+}
+
+TEST(CacheTrust, AnAccessControlListAboveOrOnAnEntryIsCheckedToo) {
+  ScratchDir scratch;
+  const fs::path open = scratch / "open", dir = open / "cache";
+  plant(dir, "e");
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(open.c_str(), 0700), 0);
+  const int err = set_access_acl(open, acl_with({{kAclUser, 7, kStranger}}, {}, 7));
+  if (no_acls_here(err)) GTEST_SKIP() << "no access control lists on the file system under " << scratch.path();
+  ASSERT_EQ(err, 0) << std::strerror(err);
+  const TrustedDir d = TrustedDir::open(dir, {}, Create::no);
+  EXPECT_EQ(d.status(), TrustedDir::Status::untrusted);
+  EXPECT_NE(d.problem().find(open.string() + " above it is writable by user uid 64103"), std::string::npos)
+      << d.problem();
+  EXPECT_FALSE(TrustedDir::open(open / "new", {}, Create::private_dir).ok());
+  EXPECT_FALSE(fs::exists(open / "new")) << "a directory was made inside one another user can write";
+  // an entry file another user can write through its list is replaced like one with mode 0666
+  ASSERT_EQ(set_access_acl(open, acl_with({}, {}, 5)), 0);
+  const fs::path file = dir / entry_file_name(key_of("e"), "e");
+  ASSERT_EQ(set_access_acl(file, acl_with({{kAclUser, 6, kStranger}}, {}, 6)), 0);
+  DiskStore store(options_for(dir));
+  LogCapture log;
+  EXPECT_FALSE(store.load(key_of("e"), "e").has_value());
+  EXPECT_EQ(log.count_warnings({file.string(), "writable by user uid 64103 through its access control list",
+                                "removed"}),
+            1u)
+      << ::testing::PrintToString(log.warnings());
+  EXPECT_FALSE(fs::exists(file));
 }
 
 TEST(CacheTrust, ACacheDirectoryThatIsALinkIsNotFollowed) {
