@@ -16,6 +16,7 @@ the stream is capturing (outside capture the runtime keeps one per context and s
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any, Optional, Tuple, Union
 
@@ -452,7 +453,17 @@ def _no_backward(ctx, grad_out, grad_lse):
 _attention_op.register_autograd(_no_backward, setup_context=lambda ctx, inputs, output: None)
 
 
-@torch.compiler.assume_constant_result
+def _assume_constant_result(fn):
+    """torch.compiler.assume_constant_result without its cost: the decorator imports torch._dynamo
+    (about a second) to set the one attribute dynamo reads, so flashjit sets it itself until dynamo
+    is loaded (torch.compile loads it before it traces any call)."""
+    if "torch._dynamo" in sys.modules:
+        return torch.compiler.assume_constant_result(fn)
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+@_assume_constant_result
 def _config_text(config) -> str:
     """A dict, Config or PathLike config= as the op's string argument: JSON text or a path
     (evaluated once when torch.compile traces the call)."""
