@@ -254,12 +254,14 @@ json launch_overhead(const std::string& file, const std::string& arch, int per_b
     auto k = get_kernel(c);
     ProblemShape s;
     s.batch = 1;
-    s.seqlen_q = s.seqlen_k = 256;
+    // A decode config's kernels take at most its tuning.max_seqlen_q query tokens per sequence.
+    s.seqlen_q = std::min(256, c.tuning.max_seqlen_q.value_or(256));
+    s.seqlen_k = 256;
     s.heads_k = 4;
     s.heads_q = 4 * c.group;
     if (c.varlen) {
-      s.seqlens_q = {256};
-      s.seqlens_k = {256};
+      s.seqlens_q = {s.seqlen_q};
+      s.seqlens_k = {s.seqlen_k};
     }
     DeviceProblem p(c, s, 12345);
     const AttentionArgs args = p.args();
