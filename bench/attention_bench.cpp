@@ -361,8 +361,10 @@ int gpu_run(const Args& a, const std::vector<BenchPoint>& points, const Settings
       pj["tflops_at_min"] = t.min_ms > 0 ? flops / (t.min_ms * 1e-3) / 1e12 : 0.0;
       pj["samples_ms"] = t.samples_ms;
       pj["telemetry"] = t.telemetry.to_json();
-      if (st.timing.sustained && t.telemetry.energy_j)
-        pj["energy_pj_per_flop"] = *t.telemetry.energy_j * 1e12 / (flops * st.timing.iters);
+      // Board power at the end of the window times the median launch: NVML's energy counter
+      // advances in steps of about 0.1 s, longer than the timed launches of most points.
+      if (st.timing.sustained && t.telemetry.power_w && flops > 0)
+        pj["energy_pj_per_flop"] = *t.telemetry.power_w * t.median_ms * 1e-3 * 1e12 / flops;
       pj["input_sets"] = sets.args.size();
       pj["input_set_bytes"] = sets.bytes_per_set;
       pj["pooled_inputs"] = sets.pooled;

@@ -18,7 +18,8 @@ median of --iters launches timed with CUDA events, and µs per call.
              timed launches back to back (no flush, no pause), as in serving; the board sits at
              its power cap. Cache copies rotate so small caches are not served from L2.
 Each timed window records the SM clock, the power draw and the clock-limit reasons at its end,
-and (sustained) the energy per call from the board's energy counter (bench/nvml.py).
+and (sustained) the energy per call: that power times the median call (NVML's energy counter
+advances in steps too coarse for the window; bench/nvml.py).
 Each peer's output is compared with flashjit's (relative error) as a cross-check.
 """
 
@@ -243,8 +244,8 @@ def time_calls(torch, calls, mode, args, flush, gpu):
     tele = gpu.sample(energy0)
     median = samples[len(samples) // 2]
     result = {"median_ms": median, "min_ms": samples[0], "samples_ms": samples, **tele}
-    if mode == "sustained" and tele["energy_j"] is not None:
-        result["energy_per_call_j"] = tele["energy_j"] / args.iters
+    if mode == "sustained" and tele["power_w"] is not None:
+        result["energy_per_call_j"] = tele["power_w"] * median * 1e-3
     return result
 
 

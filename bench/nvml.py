@@ -88,3 +88,10 @@ class Telemetry:
             "limit_reasons": reason_names(mask),
             "energy_j": None if energy is None or energy_before_mj is None else (energy - energy_before_mj) / 1000.0,
         }
+
+
+def energy_per_flop_pj(power_w, median_ms, flops):
+    """Energy per FLOP in pJ: board power at the end of the window times the median launch time.
+    NVML's energy counter advances in steps of about 0.1 s (on the H200 it read 0 J or about 69 J
+    over windows of 3-60 ms), too coarse for a window of 30 launches."""
+    return power_w * median_ms * 1e-3 * 1e12 / flops if flops else None

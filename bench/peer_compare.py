@@ -173,8 +173,8 @@ def time_backend(torch, backend_name, point, args, flush, gpu):
     flops = point.get("flops") or report.attention_flops(s, point["mask"])
     result = {"median_ms": median, "min_ms": samples[0], "tflops": report.tflops(flops, median),
               "input_sets": sets, "samples_ms": samples, "telemetry": telemetry}
-    if sustained and telemetry.get("energy_j") is not None:
-        result["energy_pj_per_flop"] = telemetry["energy_j"] * 1e12 / (flops * args.iters)
+    if sustained and telemetry.get("power_w") is not None:
+        result["energy_pj_per_flop"] = nvml.energy_per_flop_pj(telemetry["power_w"], median, flops)
     return result
 
 

@@ -284,8 +284,9 @@ def sustained_markdown(merged):
     out = ["## Sustained load", "",
            "Each library timed after %s s of its own back-to-back launches, then %s timed launches "
            "back to back (no L2 flush, no pause), as in serving: the board sits at its power cap. "
-           "SM clock, power and clock-limit reasons at the end of the timed launches, and the energy "
-           "they took, from NVML." % (settings.get("sustain_s", "?"), settings.get("iters", "?")), "",
+           "SM clock, power and clock-limit reasons at the end of the timed launches, from NVML; energy "
+           "per FLOP is that power times the median launch (NVML's energy counter advances in steps of "
+           "about 0.1 s, longer than most timed windows)." % (settings.get("sustain_s", "?"), settings.get("iters", "?")), "",
            "| group | points | flashjit | cuDNN | FA2 | flashjit / cuDNN | flashjit / FA2 | "
            "flashjit pJ/FLOP | cuDNN pJ/FLOP |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]

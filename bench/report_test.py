@@ -288,5 +288,14 @@ class SustainedSection(unittest.TestCase):
         self.assertIn("| 1410 / 700 | 1500 / 700 | SW power cap |", text)
 
 
+
+class EnergyPerFlop(unittest.TestCase):
+    def test_is_power_times_the_median_launch_over_the_flops(self):
+        import nvml
+        # 700 W for 1 ms is 0.7 J; over 1e12 FLOPs that is 0.7 pJ each.
+        self.assertAlmostEqual(nvml.energy_per_flop_pj(700.0, 1.0, 1e12), 0.7)
+        self.assertAlmostEqual(nvml.energy_per_flop_pj(350.0, 2.0, 1e12), 0.7)
+        self.assertIsNone(nvml.energy_per_flop_pj(700.0, 1.0, 0))
+
 if __name__ == "__main__":
     unittest.main()
