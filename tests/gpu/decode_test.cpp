@@ -1,5 +1,6 @@
 // The decode family on the GPU: every page-size class, split counts from one to many, groups 1-16,
-// 1-16 query tokens (causal among themselves), cache lengths 0, 1, 15, 16, 17, 4095 and 65537,
+// 1-16 query tokens (causal among themselves), cache lengths 0, 1, 15, 16, 17, 4095 and 65537
+// (at most 1025 with FLASHJIT_TEST_SHAPES=small),
 // windows, ragged queries, against the fp32 reference (itself checked against fp64 on the CPU
 // with paged inputs); the combine pass alone against a CPU merge of the splits' partials; bad
 // page-table entries; and a CUDA graph captured once and replayed on fresh data.
@@ -44,7 +45,9 @@ Config decode_config(const DecodeCase& k) {
 // cache, and one longer than 64k keys.
 std::vector<ProblemShape> decode_shapes(const DecodeCase& k) {
   std::vector<ProblemShape> shapes;
-  const std::vector<std::vector<int>> caches = {{0, 1, 17}, {15, 16, 4095, 333}, {65537}};
+  const std::vector<std::vector<int>> caches =
+      small_shapes() ? std::vector<std::vector<int>>{{0, 1, 17}, {15, 16, 300, 33}, {1025}}
+                     : std::vector<std::vector<int>>{{0, 1, 17}, {15, 16, 4095, 333}, {65537}};
   for (const auto& lens : caches) {
     ProblemShape s;
     s.heads_k = 2;

@@ -70,6 +70,11 @@ std::vector<MatrixCase> correctness_matrix() {
   return out;
 }
 
+bool small_shapes() {
+  const char* size = std::getenv("FLASHJIT_TEST_SHAPES");
+  return size && std::string(size) == "small";
+}
+
 std::vector<ProblemShape> shapes_for(const MatrixCase& mc, int group) {
   std::vector<ProblemShape> shapes;
   const Config& c = mc.config;
@@ -84,8 +89,7 @@ std::vector<ProblemShape> shapes_for(const MatrixCase& mc, int group) {
     return s;
   };
   if (c.varlen) {
-    const char* size = std::getenv("FLASHJIT_TEST_SHAPES");
-    const bool small = size && std::string(size) == "small";
+    const bool small = small_shapes();
     ProblemShape s = base();
     s.batch = 4;
     s.seqlens_q = {1, 17, small ? 200 : 1000, small ? 300 : 4097};
@@ -98,9 +102,7 @@ std::vector<ProblemShape> shapes_for(const MatrixCase& mc, int group) {
     shapes.push_back(t);
     return shapes;
   }
-  // FLASHJIT_TEST_SHAPES=small keeps the lengths short (for compute-sanitizer runs).
-  const char* size = std::getenv("FLASHJIT_TEST_SHAPES");
-  const bool small = size && std::string(size) == "small";
+  const bool small = small_shapes();
   const int full[][2] = {{1, 1}, {17, 1000}, {1000, 17}, {4097, 4097}};
   const int reduced[][2] = {{1, 1}, {17, 200}, {200, 17}, {300, 300}};
   int i = 0;

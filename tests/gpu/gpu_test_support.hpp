@@ -42,6 +42,9 @@ inline void PrintTo(const MatrixCase& c, std::ostream* os) { *os << c.label; }
 // layouts varied across the cases.
 std::vector<MatrixCase> correctness_matrix();
 
+// FLASHJIT_TEST_SHAPES=small: the suites keep their lengths short (for compute-sanitizer runs).
+bool small_shapes();
+
 // The shapes each case is checked on: lengths 1, 17, 1000, 4097 in (Sq, Sk) pairs.
 std::vector<ProblemShape> shapes_for(const MatrixCase& c, int group);
 
