@@ -4,8 +4,9 @@ flashjit._core, like every C++ extension, carries its own copies of inline parts
 (std::string, std::regex, locale facets). Which copy libstdc++ itself then uses depends on who
 loaded libstdc++ first: flashjit._core (libstdc++ binds to the extension's copies) or numpy or
 torch (libstdc++ binds to its own, the extension to its copies). The mixed case crashed in
-locale code (std::regex in flashjit, number formatting in torch) on Ubuntu 24.04 with a UTF-8
-locale. With libstdc++ global first, every module binds to libstdc++'s own definitions.
+locale code (std::regex in flashjit, number formatting in torch) on Ubuntu 24.04 with the
+extension built by g++ 13. With libstdc++ global first, every module binds to libstdc++'s own
+definitions.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The package imports without torch and without a GPU, and its stubs describe the extension."""
 
 import ast
+
+import pytest
 from pathlib import Path
 
 import flashjit
@@ -70,3 +72,19 @@ def test_errors_derive_from_flashjit_error_and_the_expected_builtin():
     assert issubclass(flashjit.CacheMissError, RuntimeError)
     assert issubclass(flashjit.LockTimeout, TimeoutError)
     assert issubclass(flashjit.PrecompileError, flashjit.Error)
+
+
+@pytest.mark.parametrize("first", ["numpy", "torch"])
+def test_a_cpp_library_imported_first_leaves_builds_and_number_formatting_working(first, tmp_path):
+    # numpy or torch loading libstdc++ before flashjit._core made a build crash in std::regex (and
+    # torch's schema printing crash) on Ubuntu 24.04 with g++ 13; flashjit now puts libstdc++ in
+    # the global scope first. Run as the user would: the other library first.
+    pytest.importorskip(first)
+    out = run_json(
+        f"import json, {first}, flashjit\n"
+        "k = flashjit.build({'arch': 'sm_80', 'head_dim': {'qk': 64, 'v': 64}, 'mask': 'causal'})\n"
+        "print(json.dumps({'name': k.name, 'registers': k.registers}))",
+        env={"FLASHJIT_CACHE_DIR": str(tmp_path)},
+    )
+    assert out["name"].startswith("fwd_sm80_bf16_d64_causal")
+    assert out["registers"] > 0
