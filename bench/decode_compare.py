@@ -254,7 +254,8 @@ def rel_error(torch, a, b):
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
-def measure(torch, args, gpu):
+def measure(torch, args, gpu, on_point=None):
+    """Every point's row; on_point(rows so far) after each, so a run cut short keeps what it measured."""
     points = [Point(b, c, t, hq, hk, args.dim, pg)
               for b in args.batch for c in args.cache for t in args.tokens for (hq, hk) in args.heads
               for pg in args.pages]
@@ -275,6 +276,8 @@ def measure(torch, args, gpu):
             row["error"] = f"inputs: {type(e).__name__}: {e}"
             results.append(row)
             log(f"[{i + 1}/{len(points)}] {p.id}: {row['error']}")
+            if on_point:
+                on_point(results)
             continue
         reference = None
         for name in args.libraries:
@@ -307,6 +310,8 @@ def measure(torch, args, gpu):
             mode = args.modes[-1]
             cells.append(f"{name} {e[mode]['gbps']:.0f}" if mode in e else f"{name} n/a")
         log(f"[{i + 1}/{len(points)}] {p.id}: " + ", ".join(cells) + f" GB/s ({args.modes[-1]})")
+        if on_point:
+            on_point(results)
     return results
 
 
@@ -337,6 +342,23 @@ def markdown(results, args, env):
             lines.append(f"| {r['id']} | " + " | ".join(cells) + f" | {tele} |")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def write_report(results, args, env, planned):
+    """The JSON report and the markdown page of the points so far (rewritten after every point, so
+    a run stopped at its time limit keeps what it measured); returns the page."""
+    report = {"environment": env, "settings": {k: v for k, v in vars(args).items() if k != "heads"},
+              "points": results, "planned_points": planned}
+    text = markdown(results, args, env)
+    if len(results) < planned:
+        text += f"\n{len(results)} of {planned} points measured so far.\n"
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
+    return text
 
 
 def main():
@@ -381,16 +403,9 @@ def main():
     env["flashjit"] = module_version("flashjit")
     for module in ("cudnn", "flashinfer"):
         env["peers"][module] = module_version(module)
-    results = measure(torch, args, gpu)
-    report = {"environment": env, "settings": {k: v for k, v in vars(args).items() if k != "heads"},
-              "points": results}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
-    text = markdown(results, args, env)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(text)
+    planned = len(args.batch) * len(args.cache) * len(args.tokens) * len(args.heads) * len(args.pages)
+    text = write_report(measure(torch, args, gpu, on_point=lambda rows: write_report(rows, args, env, planned)),
+                        args, env, planned)
     print(text)
     return 0
 

@@ -31,6 +31,27 @@ class DecodeCompare(unittest.TestCase):
         text = dc.markdown([row], Args, {"gpu": "H200", "date": "d", "flashjit": "0.1.0", "peers": {}})
         self.assertIn("| b1_k2048_q1_h32-8_d128_p16 | 4321 (9.9) | n/a | 1755 / 700.0 |", text)
 
+    def test_a_partial_report_is_written_and_says_how_far_it_got(self):
+        import argparse
+        import json
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            args = argparse.Namespace(iters=30, sustain_s=1.5, modes=["sustained"], libraries=["flashjit"],
+                                      heads=[(32, 8)], json=os.path.join(d, "r.json"), markdown=os.path.join(d, "r.md"))
+            row = {"id": "b1_k2048_q1_h32-8_d128_p16", "libraries": {
+                "flashjit": {"sustained": {"gbps": 1000.0, "us_per_call": 5.0, "sm_mhz": 1980, "power_w": 650.0}}}}
+            dc.write_report([row], args, {"gpu": "H200"}, planned=3)
+            with open(args.json) as f:
+                report = json.load(f)
+            self.assertEqual(len(report["points"]), 1)
+            self.assertEqual(report["planned_points"], 3)
+            self.assertNotIn("heads", report["settings"])
+            with open(args.markdown) as f:
+                self.assertIn("1 of 3 points measured so far.", f.read())
+            dc.write_report([row] * 3, args, {"gpu": "H200"}, planned=3)
+            with open(args.markdown) as f:
+                self.assertNotIn("measured so far", f.read())
+
     def test_limit_reason_names(self):
         self.assertEqual(nvml.reason_names(0x4 | 0x40), ["SW power cap", "HW thermal"])
         self.assertIsNone(nvml.reason_names(None))
