@@ -62,6 +62,12 @@ const DriverApi& driver() {
 bool gpu_available() { return loaded().error.empty(); }
 std::string gpu_unavailable_reason() { return loaded().error; }
 
+bool stream_capturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  FLASHJIT_CU(driver().cuStreamIsCapturing(stream, &status));
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 void check(CUresult r, const char* call) {
   if (r == CUDA_SUCCESS) return;
   const char* name = nullptr;

@@ -51,6 +51,10 @@ bool gpu_available();
 // The reason gpu_available() is false (for skips and messages).
 std::string gpu_unavailable_reason();
 
+// Whether `stream` is being captured into a CUDA graph (where allocating would fail and end the
+// capture).
+bool stream_capturing(CUstream stream);
+
 // Throws DriverError for anything but CUDA_SUCCESS.
 void check(CUresult r, const char* call);
 #define FLASHJIT_CU(call_expr) ::flashjit::check(call_expr, #call_expr)

@@ -1,6 +1,7 @@
 #include "runtime/tile_counters.hpp"
 
 #include "runtime/driver.hpp"
+#include "runtime/flashjit.hpp"
 
 #include <map>
 #include <mutex>
@@ -37,6 +38,10 @@ int* tile_counter_for(CUcontext context, CUstream stream) {
   const DriverApi& d = driver();
   auto& [base, used] = p.chunk[context];
   if (!base || used == kSlotsPerChunk) {
+    if (stream_capturing(stream))
+      throw ArgumentError("flashjit launch: this kernel draws tiles from a device counter, this stream has "
+                          "none yet, and a stream being captured cannot allocate one: launch once on this "
+                          "stream before capturing, or pass args.tile_counter (a zeroed device int)");
     FLASHJIT_CU(d.cuMemAlloc(&base, kSlotsPerChunk * sizeof(int)));
     used = 0;
   }

@@ -11,7 +11,9 @@ namespace flashjit {
 // with an asynchronous memset on that stream. The per-thread default stream gets one counter
 // per calling thread. Counters are keyed by handle: a stream destroyed with kernels still
 // pending and a new stream that gets the same handle share one until those kernels finish
-// (pass AttentionArgs::tile_counter where that can happen).
+// (pass AttentionArgs::tile_counter where that can happen). A stream being captured into a CUDA
+// graph cannot allocate: when its new counter would need device memory, the launch is refused by
+// name (a counter's zeroing memset is captured, so replays start from zero).
 int* tile_counter_for(CUcontext context, CUstream stream);
 
 }  // namespace flashjit

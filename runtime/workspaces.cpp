@@ -29,12 +29,6 @@ Pool& pool() {
   return *p;
 }
 
-bool capturing(CUstream stream) {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  FLASHJIT_CU(driver().cuStreamIsCapturing(stream, &status));
-  return status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
 }  // namespace
 
 void* workspace_for(CUcontext context, CUstream stream, size_t bytes) {
@@ -44,7 +38,7 @@ void* workspace_for(CUcontext context, CUstream stream, size_t bytes) {
   std::lock_guard<std::mutex> lock(p.mutex);
   Buffer& b = p.current[key];
   if (b.bytes >= bytes) return reinterpret_cast<void*>(b.ptr);
-  if (capturing(stream))
+  if (stream_capturing(stream))
     throw ArgumentError("flashjit launch: this launch needs " + std::to_string(bytes) +
                         " bytes of workspace, more than this stream has, and a stream being captured "
                         "cannot allocate: launch once before capturing, or pass args.workspace "
