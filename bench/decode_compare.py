@@ -397,7 +397,8 @@ def main():
     if not torch.cuda.is_available():
         log("decode_compare: torch sees no GPU")
         return 3
-    gpu = nvml.Telemetry(torch.cuda.current_device())
+    device = torch.cuda.current_device()
+    gpu = nvml.Telemetry(device, uuid=torch.cuda.get_device_properties(device).uuid)
     env = {"gpu": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
            "torch": torch.__version__, "peers": {}, "nvml": gpu.available}
     env["flashjit"] = module_version("flashjit")

@@ -52,6 +52,10 @@ class DecodeCompare(unittest.TestCase):
             with open(args.markdown) as f:
                 self.assertNotIn("measured so far", f.read())
 
+    def test_nvml_names_a_gpu_by_its_prefixed_uuid(self):
+        self.assertEqual(nvml.nvml_uuid("8d3e0a1c-1111-2222-3333-444455556666"), "GPU-8d3e0a1c-1111-2222-3333-444455556666")
+        self.assertEqual(nvml.nvml_uuid("GPU-8d3e0a1c"), "GPU-8d3e0a1c")
+
     def test_limit_reason_names(self):
         self.assertEqual(nvml.reason_names(0x4 | 0x40), ["SW power cap", "HW thermal"])
         self.assertIsNone(nvml.reason_names(None))

@@ -31,15 +31,26 @@ def reason_names(mask):
     return [name for bit, name in _REASONS if mask & bit]
 
 
+def nvml_uuid(uuid):
+    """NVML's name for a GPU of this UUID (torch's device properties give it without the prefix)."""
+    text = str(uuid)
+    return text if text.startswith("GPU-") else "GPU-" + text
+
+
 class Telemetry:
-    def __init__(self, index=0):
+    def __init__(self, index=0, uuid=None):
+        """The GPU of this UUID (torch.cuda.get_device_properties(i).uuid), else NVML's index
+        `index`. NVML numbers GPUs physically: with CUDA_VISIBLE_DEVICES, CUDA's ordinal i is
+        another GPU's NVML index, so callers pass the UUID."""
         self._lib = None
         self._dev = ctypes.c_void_p()
         try:
             lib = ctypes.CDLL("libnvidia-ml.so.1")
             if lib.nvmlInit_v2() != 0:
                 return
-            if lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(index), ctypes.byref(self._dev)) != 0:
+            found = uuid is not None and lib.nvmlDeviceGetHandleByUUID(
+                nvml_uuid(uuid).encode(), ctypes.byref(self._dev)) == 0
+            if not found and lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(index), ctypes.byref(self._dev)) != 0:
                 return
             self._lib = lib
         except OSError:

@@ -193,7 +193,8 @@ def measure_torch(points, args):
         except Exception:  # noqa: BLE001
             args.l2_bytes = 60 * 2 ** 20
     torch_env = torch_environment(torch)
-    gpu = nvml.Telemetry(torch.cuda.current_device())
+    device = torch.cuda.current_device()
+    gpu = nvml.Telemetry(device, uuid=torch.cuda.get_device_properties(device).uuid)
     flush = None
     if args.flush_mb > 0 and args.mode != "sustained":
         flush = torch.empty(args.flush_mb * 2 ** 20 // 4, dtype=torch.int32, device="cuda")
