@@ -8,6 +8,7 @@ namespace flashjit::bench {
 struct GpuTelemetry::Api {
   int (*init)();
   int (*handle_by_index)(unsigned, void**);
+  int (*handle_by_bus_id)(const char*, void**);
   int (*clock_info)(void*, int, unsigned*);
   int (*power_usage)(void*, unsigned*);
   int (*energy)(void*, unsigned long long*);
@@ -30,6 +31,7 @@ const GpuTelemetry::Api* load_api() {
     static GpuTelemetry::Api a;
     a.init = symbol<int (*)()>(lib, "nvmlInit_v2");
     a.handle_by_index = symbol<int (*)(unsigned, void**)>(lib, "nvmlDeviceGetHandleByIndex_v2");
+    a.handle_by_bus_id = symbol<int (*)(const char*, void**)>(lib, "nvmlDeviceGetHandleByPciBusId_v2");
     a.clock_info = symbol<int (*)(void*, int, unsigned*)>(lib, "nvmlDeviceGetClockInfo");
     a.power_usage = symbol<int (*)(void*, unsigned*)>(lib, "nvmlDeviceGetPowerUsage");
     a.energy = symbol<int (*)(void*, unsigned long long*)>(lib, "nvmlDeviceGetTotalEnergyConsumption");
@@ -63,8 +65,11 @@ nlohmann::json TelemetrySample::to_json() const {
   return j;
 }
 
-GpuTelemetry::GpuTelemetry(unsigned device_index) : api_(load_api()) {
-  if (!api_ || api_->handle_by_index(device_index, &device_) != 0) device_ = nullptr;
+GpuTelemetry::GpuTelemetry(unsigned device_index, const std::string& pci_bus_id) : api_(load_api()) {
+  if (!api_) return;
+  if (!pci_bus_id.empty() && api_->handle_by_bus_id && api_->handle_by_bus_id(pci_bus_id.c_str(), &device_) == 0)
+    return;
+  if (api_->handle_by_index(device_index, &device_) != 0) device_ = nullptr;
 }
 
 std::optional<unsigned long long> GpuTelemetry::energy_mj() const {

@@ -26,7 +26,10 @@ std::vector<std::string> limit_reason_names(unsigned long long mask);
 
 class GpuTelemetry {
  public:
-  explicit GpuTelemetry(unsigned device_index = 0);
+  // The GPU at this PCI bus id ("0000:19:00.0", from cuDeviceGetPCIBusId), else NVML's index
+  // `device_index`: NVML numbers GPUs physically, so under CUDA_VISIBLE_DEVICES a CUDA ordinal
+  // is another GPU's NVML index.
+  explicit GpuTelemetry(unsigned device_index = 0, const std::string& pci_bus_id = "");
   bool available() const { return device_ != nullptr; }
   std::optional<unsigned long long> energy_mj() const;
   // Readings at the end of a window that began when energy_mj() returned `start_mj`.

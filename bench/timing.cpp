@@ -6,11 +6,28 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <thread>
 
 namespace flashjit::bench {
 
-Timer::Timer(const TimingOptions& options) : options_(options), telemetry_(unsigned(current_device().ordinal)) {
+namespace {
+
+// The current device's PCI bus id, the name NVML knows it by whatever CUDA_VISIBLE_DEVICES says.
+std::string current_pci_bus_id() {
+  const DriverApi& d = driver();
+  CUdevice dev = 0;
+  char bus[32] = {};
+  if (d.cuDeviceGet(&dev, current_device().ordinal) != CUDA_SUCCESS ||
+      d.cuDeviceGetPCIBusId(bus, sizeof bus, dev) != CUDA_SUCCESS)
+    return "";
+  return bus;
+}
+
+}  // namespace
+
+Timer::Timer(const TimingOptions& options)
+    : options_(options), telemetry_(unsigned(current_device().ordinal), current_pci_bus_id()) {
   options_.iters = std::max(1, options_.iters);
   options_.warmup = std::max(0, options_.warmup);
   options_.cooldown_ms = std::max(0, options_.cooldown_ms);

@@ -27,7 +27,7 @@ class NoDeviceError : public std::runtime_error {
 
 #define FLASHJIT_DRIVER_FUNCTIONS(X)                                                         \
   X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) \
-  X(cuDeviceGetName) X(cuDevicePrimaryCtxRetain) X(cuCtxGetCurrent) X(cuCtxSetCurrent)       \
+  X(cuDeviceGetName) X(cuDeviceGetPCIBusId) X(cuDevicePrimaryCtxRetain) X(cuCtxGetCurrent) X(cuCtxSetCurrent)       \
   X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)               \
   X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernelEx)     \
   X(cuTensorMapEncodeTiled) X(cuGetErrorName) X(cuGetErrorString) X(cuMemAlloc) X(cuMemFree) \
