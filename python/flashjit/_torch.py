@@ -454,9 +454,9 @@ _attention_op.register_autograd(_no_backward, setup_context=lambda ctx, inputs, 
 
 
 def _assume_constant_result(fn):
-    """torch.compiler.assume_constant_result without its cost: the decorator imports torch._dynamo
-    (seconds in a fresh process) to set the one attribute dynamo reads, so flashjit sets it itself until dynamo
-    is loaded (torch.compile loads it before it traces any call)."""
+    """torch.compiler.assume_constant_result without its cost: the decorator imports
+    torch._dynamo (seconds in a fresh process) to set the one attribute dynamo reads, so flashjit
+    sets it itself until dynamo is loaded (torch.compile loads it before it traces any call)."""
     if "torch._dynamo" in sys.modules:
         return torch.compiler.assume_constant_result(fn)
     fn._dynamo_marked_constant = True
