@@ -29,6 +29,12 @@ class KernelFamily {
   virtual KernelSource emit(const Config& c, const ArchInfo& arch) const = 0;
 };
 
+// What every family's emit() fills the same way: the readable name, the target, the resolved
+// config, the family, the entry symbol, the threads, the tiles and the shared memory. The family
+// adds its own launch facts and the unit.
+KernelSource source_skeleton(const Config& resolved, const ArchInfo& arch, const char* family, int threads,
+                             int smem_bytes);
+
 const KernelFamily& family_sm80();
 const KernelFamily& family_sm90();
 const KernelFamily& family_decode();

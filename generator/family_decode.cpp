@@ -113,17 +113,9 @@ class DecodeFamily final : public KernelFamily {
   KernelSource emit(const Config& c, const ArchInfo& arch) const override {
     const Tuning& t = c.tuning;
     const int threads = *t.num_warps * 32;
-    KernelSource s;
-    s.name = readable_name(c);
-    s.arch = arch.name;
-    s.config = to_json(c);
-    s.launch.family = kName;
-    const std::string symbol = emit::entry_symbol(s.name, canonical_json(c));
+    KernelSource s = source_skeleton(c, arch, kName, threads, smem_bytes(c));
+    const std::string symbol = s.launch.entry;  // the operation's: its passes take suffixes
     s.launch.entry = symbol + "_split";
-    s.launch.threads = threads;
-    s.launch.smem_bytes = smem_bytes(c);
-    s.launch.block_m = *t.BM;
-    s.launch.block_n = *t.BN;
     s.launch.passes.push_back({"combine", symbol + "_combine", kCombineThreads, 0});
     s.unit = emit::unit_header(s.name, c) +
              emit::traits_struct(c, {{"kBlockM", std::to_string(*t.BM)},

@@ -132,16 +132,7 @@ class Sm80Family final : public KernelFamily {
   KernelSource emit(const Config& c, const ArchInfo& arch) const override {
     const Tuning& t = c.tuning;
     int threads = *t.num_warps * 32;
-    KernelSource s;
-    s.name = readable_name(c);
-    s.arch = arch.name;
-    s.config = to_json(c);
-    s.launch.family = kName;
-    s.launch.entry = emit::entry_symbol(s.name, canonical_json(c));
-    s.launch.threads = threads;
-    s.launch.smem_bytes = smem_bytes(c);
-    s.launch.block_m = *t.BM;
-    s.launch.block_n = *t.BN;
+    KernelSource s = source_skeleton(c, arch, kName, threads, smem_bytes(c));
     s.unit = emit::unit_header(s.name, c) +
              emit::traits_struct(c, {{"kBlockM", std::to_string(*t.BM)},
                                      {"kBlockN", std::to_string(*t.BN)},

@@ -216,16 +216,7 @@ class Sm90Family final : public KernelFamily {
     int threads = 128 * (cwg + 1);
     bool dynamic = *t.scheduler == Scheduler::dynamic;
     bool persistent = dynamic || *t.scheduler == Scheduler::persistent;
-    KernelSource s;
-    s.name = readable_name(c);
-    s.arch = arch.name;
-    s.config = to_json(c);
-    s.launch.family = kName;
-    s.launch.entry = emit::entry_symbol(s.name, canonical_json(c));
-    s.launch.threads = threads;
-    s.launch.smem_bytes = smem_bytes(c);
-    s.launch.block_m = *t.BM;
-    s.launch.block_n = *t.BN;
+    KernelSource s = source_skeleton(c, arch, kName, threads, smem_bytes(c));
     s.launch.persistent = persistent;
     s.launch.tile_counter = dynamic;
     s.launch.uses_tma = true;
