@@ -23,8 +23,10 @@ from ._torch import (
     _config_text,
     _device_arch,
     _empty,
+    _forward_only,
     _grad_enabled,
     _is_compiling,
+    _length,
     _mask,
     _merged,
     _pinned,
@@ -268,8 +270,8 @@ def _decode_op(
     """flashjit.decode as an operator: (out, lse), lse empty unless return_lse; -1 for an absent
     length or window side, 0.0 for the default scale, 0 splits for the kernel's choice."""
     result = _decode(q, k_cache, v_cache, cache_seqlens, page_table, causal, (window_left, window_right),
-                     softmax_scale or None, cu_seqlens_q, None if max_seqlen_q < 0 else max_seqlen_q,
-                     None if max_seqlen_k < 0 else max_seqlen_k, num_splits, return_lse, None, _config_key(config))
+                     softmax_scale or None, cu_seqlens_q, _length(max_seqlen_q), _length(max_seqlen_k), num_splits,
+                     return_lse, None, _config_key(config))
     return result if return_lse else (result, result.new_empty((0,), dtype=_FLOAT32))
 
 
@@ -279,18 +281,14 @@ def _decode_fake(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, m
     if q.device.type not in ("cuda", "meta"):
         _fail(f"q, k_cache and v_cache must be CUDA tensors (got {q.device})")
     lay = _layout(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q,
-                  None if max_seqlen_q < 0 else max_seqlen_q, None if max_seqlen_k < 0 else max_seqlen_k)
+                  _length(max_seqlen_q), _length(max_seqlen_k))
     _mask(causal, (window_left, window_right))
     o = q.new_empty(lay.o_shape)
     lse = q.new_empty(lay.lse_shape if return_lse else (0,), dtype=_FLOAT32)
     return o, lse
 
 
-def _no_backward(ctx, grad_out, grad_lse):
-    raise RuntimeError("flashjit.decode is forward only: it has no backward kernel")
-
-
-_decode_op.register_autograd(_no_backward, setup_context=lambda ctx, inputs, output: None)
+_forward_only(_decode_op, "flashjit.decode")
 
 
 # ---- the public call ------------------------------------------------------------------------------

@@ -43,10 +43,22 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
 
 _MAX_PLANS = 4096  # call signatures remembered; the table starts over when full
 _plans: dict = {}
-_BACKWARD_ERROR = (
-    "flashjit.attention is forward only: it has no backward kernel. Run it under torch.no_grad() or "
-    "torch.inference_mode(), or pass tensors that do not require grad"
-)
+
+
+def _length(n: int) -> Optional[int]:
+    """An operator's int for an optional length: -1 is None."""
+    return None if n < 0 else n
+
+
+def _forward_only(op, name: str) -> None:
+    """Backpropagating through `op`'s output raises, naming the call and the way out."""
+    message = (f"{name} is forward only: it has no backward kernel. Run it under torch.no_grad() or "
+               "torch.inference_mode(), or pass tensors that do not require grad")
+
+    def backward(ctx, *grads):
+        raise RuntimeError(message)
+
+    op.register_autograd(backward, setup_context=lambda ctx, inputs, output: None)
 
 
 def _fail(message: str):
@@ -425,9 +437,8 @@ def _attention_op(
     dense; window sides -1: unbounded (both: no window); softmax_scale 0: 1/sqrt(head dim);
     config: the pinned config as JSON text or a path, or None; *_scale: dequantisation scales."""
     result = _attend(q, k, v, causal, (window_left, window_right), softmax_scale or None, cu_seqlens_q,
-                     cu_seqlens_k, None if max_seqlen_q < 0 else max_seqlen_q,
-                     None if max_seqlen_k < 0 else max_seqlen_k, return_lse, None, _config_key(config), q_rope, k_rope,
-                     q_scale, k_scale, v_scale)
+                     cu_seqlens_k, _length(max_seqlen_q), _length(max_seqlen_k), return_lse, None,
+                     _config_key(config), q_rope, k_rope, q_scale, k_scale, v_scale)
     return result if return_lse else (result, result.new_empty((0,), dtype=_FLOAT32))
 
 
@@ -437,8 +448,7 @@ def _attention_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
                     v_scale=None):
     if q.device.type not in ("cuda", "meta"):
         _fail(f"q, k and v must be CUDA tensors (got {q.device})")
-    lay = _layout(q, k, v, cu_seqlens_q, cu_seqlens_k, None if max_seqlen_q < 0 else max_seqlen_q,
-                  None if max_seqlen_k < 0 else max_seqlen_k, q_rope, k_rope)
+    lay = _layout(q, k, v, cu_seqlens_q, cu_seqlens_k, _length(max_seqlen_q), _length(max_seqlen_k), q_rope, k_rope)
     _mask(causal, (window_left, window_right))
     _scales(lay, q_scale, k_scale, v_scale, q.device)
     o = q.new_empty_strided(lay.o_shape, lay.o_stride, dtype=_out_dtype(q.dtype))
@@ -446,11 +456,7 @@ def _attention_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
     return o, lse
 
 
-def _no_backward(ctx, grad_out, grad_lse):
-    raise RuntimeError(_BACKWARD_ERROR)
-
-
-_attention_op.register_autograd(_no_backward, setup_context=lambda ctx, inputs, output: None)
+_forward_only(_attention_op, "flashjit.attention")
 
 
 def _assume_constant_result(fn):

@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <utility>
+#include <vector>
 
 namespace flashjit::testing {
 namespace {
@@ -39,6 +41,20 @@ Config decode_config(const DecodeCase& k) {
   c.tuning.family = Family::decode;
   c.tuning.max_seqlen_q = k.tokens;
   return c;
+}
+
+// One decode step of `batch` sequences: seqlen_q query tokens against seqlen_k keys (or the
+// per-entry cache_lens), heads_k KV heads of `group` query heads each.
+ProblemShape step_shape(int batch, int seqlen_q, int seqlen_k, std::vector<int> cache_lens = {}, int heads_k = 2,
+                        int group = 4) {
+  ProblemShape s;
+  s.heads_k = heads_k;
+  s.heads_q = heads_k * group;
+  s.batch = batch;
+  s.seqlen_q = seqlen_q;
+  s.seqlen_k = seqlen_k;
+  s.cache_lens = std::move(cache_lens);
+  return s;
 }
 
 // Batches whose cache lengths cover the edges: empty, one key, around a 16-key page, a long
@@ -117,13 +133,7 @@ TEST(DecodeReference, PagedReferenceAgreesWithFp64) {
   FLASHJIT_REQUIRE_GPU();
   const DecodeCase k{"", DType::bf16, 64, 4, 3, 16, Mask::causal, false, 0};
   const Config c = decode_config(k);
-  ProblemShape s;
-  s.heads_k = 2;
-  s.heads_q = 8;
-  s.batch = 3;
-  s.seqlen_q = 3;
-  s.seqlen_k = 100;
-  s.cache_lens = {100, 0, 37};
+  const ProblemShape s = step_shape(3, 3, 100, {100, 0, 37});
   DeviceProblem problem(c, s, run_seed());
   expect_reference_matches_cpu(c, problem, "paged, cache lengths 100, 0, 37");
 }
@@ -135,13 +145,7 @@ TEST(DecodeCombine, MergesSplitsLikeTheCpu) {
   const DecodeCase k{"", DType::bf16, 128, 4, 2, 16, Mask::causal, false, 9};
   const Config c = decode_config(k);
   auto kernel = get_kernel(c);
-  ProblemShape s;
-  s.heads_k = 2;
-  s.heads_q = 8;
-  s.batch = 2;
-  s.seqlen_q = 2;
-  s.seqlen_k = 3000;
-  s.cache_lens = {3000, 40};  // the second entry leaves most splits without keys
+  ProblemShape s = step_shape(2, 2, 3000, {3000, 40});  // the second entry leaves most splits without keys
   s.num_splits = k.splits;
   DeviceProblem problem(c, s, run_seed());
   AttentionArgs a = problem.args();
@@ -197,12 +201,7 @@ TEST(DecodePaging, BadPageEntriesPoisonOnlyTheirRows) {
   const DecodeCase k{"", DType::bf16, 128, 4, 1, 16, Mask::none, false, 0};
   const Config c = decode_config(k);
   auto kernel = get_kernel(c);
-  ProblemShape s;
-  s.heads_k = 2;
-  s.heads_q = 8;
-  s.batch = 2;
-  s.seqlen_q = 1;
-  s.seqlen_k = 64;
+  const ProblemShape s = step_shape(2, 1, 64);
   DeviceProblem problem(c, s, run_seed());
   std::vector<int> table = problem.page_table();
   table[1] = problem.num_pages() + 5;  // entry 0's second page
@@ -226,12 +225,7 @@ TEST(DecodeGraph, CapturedLaunchReplaysOnFreshData) {
   const DecodeCase k{"", DType::bf16, 128, 8, 1, 16, Mask::none, false, 0};
   const Config c = decode_config(k);
   auto kernel = get_kernel(c);
-  ProblemShape s;
-  s.heads_k = 8;
-  s.heads_q = 64;
-  s.batch = 1;
-  s.seqlen_q = 1;
-  s.seqlen_k = 20000;  // one sequence: the launch splits and combines
+  const ProblemShape s = step_shape(1, 1, 20000, {}, 8, 8);  // one sequence: the launch splits and combines
   DeviceProblem problem(c, s, run_seed());
   const DriverApi& d = driver();
   CUstream stream;
