@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -55,6 +56,15 @@ def session_cache() -> Path:
 def small_kernel() -> "flashjit.Kernel":
     """SMALL, built once into the session cache."""
     return flashjit.build(SMALL)
+
+
+@pytest.fixture
+def seed() -> int:
+    """A fresh random seed for torch's generator (the GPU suites name it in every failure)."""
+    torch = pytest.importorskip("torch")
+    s = random.randrange(1 << 30)
+    torch.manual_seed(s)
+    return s
 
 
 @pytest.fixture

@@ -3,28 +3,16 @@ and paged caches at several page sizes, cache lengths including empty ones, mult
 steps, GQA, windows, forced split counts, ragged steps, the LSE, and a CUDA graph replayed on
 fresh data. Skipped without torch or a GPU."""
 
-import random
-
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed (the GPU tests run through it)")
+from gpu_support import rel_error, require_torch_gpu
+
+torch = require_torch_gpu()
 
 import flashjit  # noqa: E402
 
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA GPU visible to torch (torch.cuda.is_available() is False)", allow_module_level=True)
-if not flashjit.gpu_available():
-    pytest.skip(f"flashjit sees no GPU: {flashjit._core.gpu_unavailable_reason()}", allow_module_level=True)
-
 DEV = "cuda"
 TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 3e-3}
-
-
-@pytest.fixture
-def seed():
-    s = random.randrange(1 << 30)
-    torch.manual_seed(s)
-    return s
 
 
 def paged_cache(k, v, lens, page):
@@ -82,10 +70,6 @@ def reference(q, k, v, lens, causal, window, scale=None):
         out[b] = torch.where(l > 0, (p @ vd) / torch.where(l > 0, l, 1), 0).transpose(0, 1)
         lse[b] = torch.where(l[..., 0] > 0, (m + torch.log(l))[..., 0], float("-inf"))
     return out, lse
-
-
-def rel_error(got, want):
-    return ((got.double() - want).norm() / want.norm().clamp_min(1e-30)).item()
 
 
 CASES = [

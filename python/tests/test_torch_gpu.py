@@ -7,33 +7,22 @@ Inputs are fresh random data each run (the seed is in every failure message); th
 is ||out - ref|| / ||ref||, with the C++ harness's tolerances (bf16 1e-2, fp16 3e-3, LSE 1e-2)."""
 
 import math
-import random
 import threading
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed (the GPU tests run through it)")
+from gpu_support import rel_error, require_torch_gpu
+
+torch = require_torch_gpu()
 
 import torch.nn.functional as F  # noqa: E402
 
 import flashjit  # noqa: E402
 
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA GPU visible to torch (torch.cuda.is_available() is False)", allow_module_level=True)
-if not flashjit.gpu_available():
-    pytest.skip(f"flashjit sees no GPU: {flashjit._core.gpu_unavailable_reason()}", allow_module_level=True)
-
 DEV = "cuda"
 BF16, FP16 = torch.bfloat16, torch.float16
 TOLERANCE = {BF16: 1e-2, FP16: 3e-3}
 LSE_TOLERANCE = 1e-2
-
-
-@pytest.fixture
-def seed():
-    s = random.randrange(1 << 30)
-    torch.manual_seed(s)
-    return s
 
 
 def rand(*shape, dtype=BF16):
@@ -88,13 +77,6 @@ def reference(q, k, v, causal=False, window=None, scale=None, q_rope=None, k_rop
     lse = torch.logsumexp(s, -1)
     p = torch.nan_to_num(torch.exp(s - lse[..., None]), nan=0.0)
     return (p @ vd).transpose(1, 2), lse
-
-
-def rel_error(out, ref):
-    assert torch.isfinite(out).all(), "non-finite output"
-    ref = ref.double()
-    denom = ref.norm().item()
-    return (out.double() - ref).norm().item() / (denom if denom > 0 else 1.0)
 
 
 def assert_close(out, ref, dtype, seed, what=""):
