@@ -7,7 +7,9 @@ Per-call host time (CPU time to issue one call, the GPU kept ahead of it by a ti
   torch SDPA          torch.nn.functional.scaled_dot_product_attention, BHSD tensors
   flashinfer          flashinfer.single_prefill_with_kv_cache (with --flashinfer, when importable)
 The paths run interleaved, repeat after repeat; medians are reported, with the GPU time per
-call (CUDA events) beside each, so a GPU-bound figure is visible as such.
+call (CUDA events) beside each, so a GPU-bound figure is visible as such. The direct path's
+parts are timed apart too: the plan lookup (signature key + dictionary), torch's allocation of
+the output, and the binding's launch (argument checks, TMA descriptors, cuLaunchKernelEx).
 
 Then a fresh interpreter, with the disk cache already holding the kernel, times `import torch`,
 `import flashjit`, the first flashjit.attention call (plan, disk cache read, module load, launch)
@@ -91,7 +93,24 @@ def paths(shape, with_flashinfer: bool):
     def sdpa():
         F.scaled_dot_product_attention(qh, kh, vh, is_causal=True)
 
-    result = {"flashjit direct": (direct, 1), "flashjit op": (custom_op, 1)}
+    from flashjit import _torch as fj
+
+    plan = fj._plan_for(q, k, v, True, None, None, None, None, None, None, False, None, None, None, None)
+    o = torch.empty_strided(plan.o_shape, plan.o_stride, dtype=plan.o_dtype, device=q.device)
+    stream = torch.cuda.current_stream().cuda_stream
+    qp, kp, vp, op_ = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
+
+    def lookup():
+        fj._plan_for(q, k, v, True, None, None, None, None, None, None, False, None, None, None, None)
+
+    def alloc():
+        torch.empty_strided(plan.o_shape, plan.o_stride, dtype=plan.o_dtype, device=q.device)
+
+    def binding():
+        plan.launch.launch(stream, qp, kp, vp, op_, 0, 0, 0, 0, 0, 0)
+
+    result = {"flashjit direct": (direct, 1), "flashjit op": (custom_op, 1), "  part: plan lookup": (lookup, 1),
+              "  part: output alloc": (alloc, 1), "  part: launch()": (binding, 1)}
     replay, per = graph_path(direct, 100)
     result["flashjit graph"] = (replay, per)
     result["torch SDPA"] = (sdpa, 1)
@@ -150,12 +169,13 @@ def main():
     report = {"shape": list(shape), "device": torch.cuda.get_device_name(), "torch": torch.__version__,
               "flashjit": flashjit.__version__, "iters": args.iters, "repeats": args.repeats, "per_call_us": {}}
     print(f"host time per call, shape {shape} bf16 causal, median of {args.repeats} x {args.iters} calls")
-    print(f"{'path':<18}{'host us':>10}{'GPU us':>10}")
+    print(f"{'path':<22}{'host us':>10}{'GPU us':>10}")
     for name, (host, gpu) in timings.items():
         h, g = statistics.median(host), statistics.median(gpu)
         report["per_call_us"][name] = {"host": h, "gpu": g}
-        note = "  (GPU-bound: host figure is an upper bound)" if g >= h and name != "flashjit graph" else ""
-        print(f"{name:<18}{h:>10.2f}{g:>10.2f}{note}")
+        note = ("  (GPU-bound: host figure is an upper bound)"
+                if g >= h and name != "flashjit graph" and not name.startswith("  part") else "")
+        print(f"{name:<22}{h:>10.2f}{g:>10.2f}{note}")
     if not args.no_first_call:
         fc = first_call(shape)
         report["fresh_process"] = fc

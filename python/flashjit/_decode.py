@@ -13,7 +13,7 @@ from typing import Any, Optional, Tuple, Union
 
 import torch
 
-from . import _core
+from . import _core, _ops
 from ._core import ArgumentError, Config
 from ._torch import (
     _DTYPE_NAMES,
@@ -23,7 +23,6 @@ from ._torch import (
     _config_text,
     _device_arch,
     _empty,
-    _forward_only,
     _grad_enabled,
     _is_compiling,
     _length,
@@ -249,7 +248,6 @@ def _decode(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale, c
 # ---- the custom op --------------------------------------------------------------------------------
 
 
-@torch.library.custom_op("flashjit::decode", mutates_args=())
 def _decode_op(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -275,7 +273,6 @@ def _decode_op(
     return result if return_lse else (result, result.new_empty((0,), dtype=_FLOAT32))
 
 
-@_decode_op.register_fake
 def _decode_fake(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_seqlen_k, causal,
                  window_left, window_right, softmax_scale, num_splits, return_lse, config):
     if q.device.type not in ("cuda", "meta"):
@@ -288,7 +285,7 @@ def _decode_fake(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, m
     return o, lse
 
 
-_forward_only(_decode_op, "flashjit.decode")
+_ops.define("decode", _decode_op, _decode_fake, "flashjit.decode")
 
 
 # ---- the public call ------------------------------------------------------------------------------

@@ -5,9 +5,10 @@ Two paths reach the same launch:
 * the direct path (eager calls on plain CUDA tensors without autograd): the call's signature
   (shapes, strides, dtypes, devices, flags) keys a dict of launch plans, so a warm call is one
   lookup, torch's allocations for the outputs and one binding call with plain integers;
-* the custom op ``torch.ops.flashjit.attention`` (torch.compile tracing, fake/meta tensors,
-  tensors that require grad): registered with a fake implementation, so ``torch.compile(...,
-  fullgraph=True)`` traces it, and with an autograd formula that raises: flashjit is forward only.
+* the operator ``torch.ops.flashjit.attention`` (torch.compile tracing, fake/meta tensors,
+  tensors that require grad): registered with a fake implementation (_ops.py), so
+  ``torch.compile(..., fullgraph=True)`` traces it, and with an autograd formula that raises:
+  flashjit is forward only.
 
 Neither path synchronises with the GPU or allocates outside torch's allocator, so both can be
 captured in a CUDA graph. Kernels that draw tiles from a device counter get one from torch when
@@ -22,7 +23,7 @@ from typing import Any, Optional, Tuple, Union
 
 import torch
 
-from . import _core
+from . import _core, _ops
 from ._core import ArgumentError, Config, load_config_file
 
 _Tensor = torch.Tensor
@@ -35,7 +36,7 @@ _INT32 = torch.int32
 _empty = torch.empty
 _empty_strided = torch.empty_strided
 _grad_enabled = torch.is_grad_enabled
-_capturing = torch.cuda.is_current_stream_capturing
+_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or torch.cuda.is_current_stream_capturing
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or torch._dynamo.is_compiling
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
     lambda device: torch.cuda.current_stream(device).cuda_stream
@@ -48,17 +49,6 @@ _plans: dict = {}
 def _length(n: int) -> Optional[int]:
     """An operator's int for an optional length: -1 is None."""
     return None if n < 0 else n
-
-
-def _forward_only(op, name: str) -> None:
-    """Backpropagating through `op`'s output raises, naming the call and the way out."""
-    message = (f"{name} is forward only: it has no backward kernel. Run it under torch.no_grad() or "
-               "torch.inference_mode(), or pass tensors that do not require grad")
-
-    def backward(ctx, *grads):
-        raise RuntimeError(message)
-
-    op.register_autograd(backward, setup_context=lambda ctx, inputs, output: None)
 
 
 def _fail(message: str):
@@ -386,9 +376,9 @@ def _signature(t: Optional[torch.Tensor]):
     return None if t is None else (t.shape, t.stride(), t.dtype, t.get_device())
 
 
-def _attend(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-            return_lse, out, config_key, q_rope, k_rope, q_scale=None, k_scale=None, v_scale=None):
-    """The launch for plain CUDA tensors: a plan lookup on the call's signature, then the launch."""
+def _plan_for(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+              return_lse, out, config_key, q_rope, k_rope, q_scale=None, k_scale=None, v_scale=None) -> _Plan:
+    """The launch plan of the call's signature: a dictionary lookup, or a new plan."""
     extra = None
     if (cu_seqlens_q is not None or cu_seqlens_k is not None or q_rope is not None or k_rope is not None
             or out is not None or max_seqlen_q is not None or max_seqlen_k is not None
@@ -405,6 +395,14 @@ def _attend(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_k, 
         if len(_plans) >= _MAX_PLANS:
             _plans.clear()
         _plans[key] = plan
+    return plan
+
+
+def _attend(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+            return_lse, out, config_key, q_rope, k_rope, q_scale=None, k_scale=None, v_scale=None):
+    """The launch for plain CUDA tensors: a plan lookup on the call's signature, then the launch."""
+    plan = _plan_for(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                     return_lse, out, config_key, q_rope, k_rope, q_scale, k_scale, v_scale)
     return _run(plan, q, k, v, cu_seqlens_q, cu_seqlens_k, q_rope, k_rope, out, return_lse, q_scale, k_scale,
                 v_scale)
 
@@ -412,7 +410,6 @@ def _attend(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_k, 
 # ---- the custom op --------------------------------------------------------------------------------
 
 
-@torch.library.custom_op("flashjit::attention", mutates_args=())
 def _attention_op(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -442,7 +439,6 @@ def _attention_op(
     return result if return_lse else (result, result.new_empty((0,), dtype=_FLOAT32))
 
 
-@_attention_op.register_fake
 def _attention_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, window_left,
                     window_right, softmax_scale, return_lse, q_rope, k_rope, config, q_scale=None, k_scale=None,
                     v_scale=None):
@@ -456,7 +452,7 @@ def _attention_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
     return o, lse
 
 
-_forward_only(_attention_op, "flashjit.attention")
+_ops.define("attention", _attention_op, _attention_fake, "flashjit.attention")
 
 
 def _assume_constant_result(fn):
