@@ -110,16 +110,21 @@ class Inputs:
 
 # ---- libraries: each returns a list of callables (one per input set) and the first's output --------
 
+FLASHJIT_CONFIG = None  # --flashjit-config: tuning pinned for flashjit's calls
+
+
 def flashjit_paged(torch, p, inp, causal):
     import flashjit
     calls = [lambda s=s: flashjit.decode(inp.q[s], inp.k, inp.v, page_table=inp.tables[s], cache_seqlens=inp.lens,
-                                         causal=causal, max_seqlen_k=p.cache) for s in range(inp.sets)]
+                                         causal=causal, max_seqlen_k=p.cache, config=FLASHJIT_CONFIG)
+             for s in range(inp.sets)]
     return calls
 
 
 def flashjit_contiguous(torch, p, inp, causal):
     import flashjit
-    return [lambda s=s: flashjit.decode(inp.q[s], inp.dense[s][0], inp.dense[s][1], causal=causal)
+    return [lambda s=s: flashjit.decode(inp.q[s], inp.dense[s][0], inp.dense[s][1], causal=causal,
+                                        config=FLASHJIT_CONFIG)
             for s in range(inp.sets)]
 
 
@@ -380,9 +385,13 @@ def main():
     ap.add_argument("--flush-mb", type=int, default=256)
     ap.add_argument("--max-gb", type=float, default=60.0, help="inputs per point at most (GiB)")
     ap.add_argument("--quick", action="store_true", help="batch 1,32; cache 8k,32k; tokens 1,4; heads 32/8; page 16")
+    ap.add_argument("--flashjit-config", default="",
+                    help='JSON pinning flashjit\'s tuning, e.g. \'{"tuning": {"BN": 128, "num_kv_stages": 2}}\'')
     ap.add_argument("--json", default="")
     ap.add_argument("--markdown", default="")
     args = ap.parse_args()
+    global FLASHJIT_CONFIG
+    FLASHJIT_CONFIG = args.flashjit_config or None
     if args.quick:
         args.batch, args.cache, args.tokens, args.heads, args.pages = "1,32", "8k,32k", "1,4", "32/8", "16"
     args.batch, args.cache, args.tokens = parse_list(args.batch), parse_list(args.cache), parse_list(args.tokens)

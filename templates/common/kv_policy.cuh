@@ -68,6 +68,29 @@ struct KvCache {
              i64(kv_head) * t.head_stride;
     }
   }
+
+  // Both offsets of key `row` (K's and V's) from one page-table read; false, with both offsets
+  // -1, when the page table names no page of the cache for it.
+  __device__ __forceinline__ bool offsets(const TensorArg& k, const TensorArg& v, int batch, int row, int kv_head,
+                                          i64& k_off, i64& v_off) const {
+    i64 page = 0, in_page = row;
+    if constexpr (kPaged) {
+      const int slot = row / kPageSize;
+      const int entry = slot < max_pages ? pages[slot] : -1;
+      if (unsigned(entry) >= unsigned(num_pages)) {
+        k_off = v_off = -1;
+        return false;
+      }
+      page = entry;
+      in_page = row % kPageSize;
+    } else {
+      page = kVarlen ? 0 : batch;
+      in_page = k_start + row;
+    }
+    k_off = page * k.batch_stride + in_page * k.row_stride + i64(kv_head) * k.head_stride;
+    v_off = page * v.batch_stride + in_page * v.row_stride + i64(kv_head) * v.head_stride;
+    return true;
+  }
 };
 
 }  // namespace flashjit

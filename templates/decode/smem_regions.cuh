@@ -3,6 +3,9 @@
 //   Q          BM x dqk (16-bit, swizzled like the sm80 tiles)
 //   K[stages]  BN x dqk each
 //   V[stages]  BN x dv each
+//   rows[2]    each key row's element offsets in K and V (two int64, -1: zero-fill) for the next
+//              two tiles to load: computed once per row a tile ahead, so a page-table read never
+//              sits between a thread and its copies
 //   merge      after the last tile, from 0 over the above: each warp's fp32 O (16 x dv) and its
 //              rows' running max and sum, which the CTA merges across the warps that split keys
 //   flag       16 bytes past both: set when a page-table entry named no page of the cache
@@ -22,6 +25,7 @@ struct SmemShape {
 
 struct SmemRegions {
   int q_offset, k_offset, k_stage_bytes, v_offset, v_stage_bytes;
+  int rows_offset, rows_slot_bytes;
   int merge_o_offset, merge_stats_offset;
   int flag_offset;
   int total;
@@ -34,7 +38,9 @@ FLASHJIT_DECODE_HOST_DEVICE constexpr SmemRegions smem_regions(SmemShape s) {
   r.k_stage_bytes = s.block_n * s.head_dim_qk * 2;
   r.v_offset = r.k_offset + s.stages * r.k_stage_bytes;
   r.v_stage_bytes = s.block_n * s.head_dim_v * 2;
-  const int main_loop = r.v_offset + s.stages * r.v_stage_bytes;
+  r.rows_offset = r.v_offset + s.stages * r.v_stage_bytes;
+  r.rows_slot_bytes = s.block_n * 2 * 8;
+  const int main_loop = r.rows_offset + 2 * r.rows_slot_bytes;
   r.merge_o_offset = 0;
   r.merge_stats_offset = s.warps * 16 * s.head_dim_v * 4;
   const int merge = r.merge_stats_offset + s.warps * 16 * 2 * 4;

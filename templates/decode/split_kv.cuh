@@ -9,9 +9,10 @@
 // every key tile between them (kKeys keys each), keep their own online softmax, and the CTA
 // merges their states at the end (FlashDecoding's split within the CTA), so the tensor cores see
 // 16-row tiles however few the rows are.
-// Loads: every thread gathers 16-byte chunks of the K/V tile with cp.async through the KV
-// policy (kv_policy.cuh), row by row, so any page size works; a kStages-deep ring keeps
-// (kStages - 1) tiles in flight.
+// Loads: every thread gathers 16-byte chunks of the K/V tile with cp.async, row by row, so any
+// page size works; a kStages-deep ring keeps (kStages - 1) tiles in flight. Each key row's K and
+// V offsets come from the KV policy (kv_policy.cuh) once, a tile before its copies, into shared
+// memory (plan_rows), so no thread waits on a page-table read between its copies.
 // Output: with one split, O and the LSE directly; with several, each split's normalised O and
 // its LSE (fp32) into the workspace for the combine pass (combine.cuh).
 // Multi-token steps are causal among themselves (bottom-right aligned, as every mask here).
@@ -101,25 +102,6 @@ struct SplitKv {
     return reinterpret_cast<int*>(smem + kR.flag_offset);
   }
 
-  // Row pointers of one key tile of K or V through the KV policy: null past the cache end, and
-  // for a page-table entry that names no page (which also raises the CTA's flag).
-  struct KvRows {
-    const SplitKv* k;
-    const E* base;
-    TensorArg tensor;
-    int row0;
-    __device__ __forceinline__ const E* operator()(int r) const {
-      const int j = row0 + r;
-      if (j >= k->kv.seqlen_k) return nullptr;
-      bool ok;
-      const i64 off = k->kv.offset(tensor, k->b, j, k->hk, ok);
-      if (!ok) {
-        *k->bad_page_flag() = 1;
-        return nullptr;
-      }
-      return base + off;
-    }
-  };
   // Row pointers of the CTA's packed query rows (null past the valid rows).
   struct QRows {
     const SplitKv* k;
@@ -132,14 +114,62 @@ struct SplitKv {
     }
   };
 
-  // K and V of key tile n into ring stage `stage`; keys past the cache end are zero-filled.
+  // Key tile n's row offsets in K and V (-1: zero-fill), in row slot n % 2.
+  __device__ __forceinline__ longlong2* row_slot(int n) const {
+    return reinterpret_cast<longlong2*>(smem + kR.rows_offset + (n & 1) * kR.rows_slot_bytes);
+  }
+
+  // Writes key tile n's row offsets through the KV policy: -1 past the cache end and for a
+  // page-table entry that names no page (which also raises the CTA's flag). Read by load_kv
+  // after the next __syncthreads().
+  __device__ __forceinline__ void plan_rows(int n) const {
+    longlong2* slot = row_slot(n);
+    for (int r = tid; r < kBN; r += kThreads) {
+      const int j = n * kBN + r;
+      i64 ko = -1, vo = -1;
+      if (j < kv.seqlen_k && !kv.offsets(p.k, p.v, b, j, hk, ko, vo)) *bad_page_flag() = 1;
+      slot[r] = make_longlong2(ko, vo);
+    }
+  }
+
+  // K and V of key tile n into ring stage `stage`, from the offsets plan_rows(n) wrote; rows
+  // past the cache end are zero-filled.
   __device__ __forceinline__ void load_kv(int n, int stage) const {
     const E* kbase = static_cast<const E*>(p.k.ptr);
     const E* vbase = static_cast<const E*>(p.v.ptr);
-    gather_tile<KTile, kThreads>(smem_base + kR.k_offset + stage * kR.k_stage_bytes,
-                                 KvRows{this, kbase, p.k, n * kBN}, kbase, tid);
-    gather_tile<VTile, kThreads>(smem_base + kR.v_offset + stage * kR.v_stage_bytes,
-                                 KvRows{this, vbase, p.v, n * kBN}, vbase, tid);
+    const longlong2* rows = row_slot(n);
+    const u32 ks = smem_base + kR.k_offset + stage * kR.k_stage_bytes;
+    const u32 vs = smem_base + kR.v_offset + stage * kR.v_stage_bytes;
+    constexpr int kKC = KTile::kChunks, kVC = VTile::kChunks;
+    if constexpr (kKC == kVC) {  // one offset read per row serves both copies
+      constexpr int kTotal = kBN * kKC;
+#pragma unroll 4
+      for (int j = 0; j < ceil_div(kTotal, kThreads); ++j) {
+        const int i = tid + j * kThreads;
+        if (kTotal % kThreads != 0 && i >= kTotal) break;
+        const int r = i / kKC, c = i % kKC;
+        const longlong2 o = rows[r];
+        sm80::cp_async_16(ks + KTile::offset(r, c), o.x >= 0 ? kbase + o.x + c * 8 : kbase, o.x >= 0);
+        sm80::cp_async_16(vs + VTile::offset(r, c), o.y >= 0 ? vbase + o.y + c * 8 : vbase, o.y >= 0);
+      }
+    } else {
+#pragma unroll 4
+      for (int j = 0; j < ceil_div(kBN * kKC, kThreads); ++j) {
+        const int i = tid + j * kThreads;
+        if ((kBN * kKC) % kThreads != 0 && i >= kBN * kKC) break;
+        const int r = i / kKC, c = i % kKC;
+        const i64 o = rows[r].x;
+        sm80::cp_async_16(ks + KTile::offset(r, c), o >= 0 ? kbase + o + c * 8 : kbase, o >= 0);
+      }
+#pragma unroll 4
+      for (int j = 0; j < ceil_div(kBN * kVC, kThreads); ++j) {
+        const int i = tid + j * kThreads;
+        if ((kBN * kVC) % kThreads != 0 && i >= kBN * kVC) break;
+        const int r = i / kVC, c = i % kVC;
+        const i64 o = rows[r].y;
+        sm80::cp_async_16(vs + VTile::offset(r, c), o >= 0 ? vbase + o + c * 8 : vbase, o >= 0);
+      }
+    }
   }
 
   // -inf where key n0 + c is not visible from its row's token (or past the cache end).
@@ -181,18 +211,25 @@ struct SplitKv {
     gather_tile<QTile, kThreads>(smem_base + kR.q_offset, QRows{this, qbase}, qbase, tid);
 #pragma unroll
     for (int i = 0; i < kStages - 1; ++i) {
-      if (n_begin + i < n_end) load_kv(n_begin + i, i);
+      if (n_begin + i < n_end) {  // the same on every thread of the CTA
+        plan_rows(n_begin + i);
+        __syncthreads();
+        load_kv(n_begin + i, i);
+      }
       sm80::cp_async_commit();  // possibly empty: the wait depth stays a constant
     }
+    if (n_begin + kStages - 1 < n_end) plan_rows(n_begin + kStages - 1);
 #pragma unroll 1
     for (int i = 0; n_begin + i < n_end; ++i) {
       sm80::cp_async_wait<kStages - 2>();
-      // Tile i is visible to every thread, and every warp is done with tile i - 1, whose stage
-      // is refilled next.
+      // Tile i is visible to every thread, every warp is done with tile i - 1, whose stage is
+      // refilled next, and the next tile's row offsets are written (the slot they replace was
+      // read before this barrier).
       __syncthreads();
       const int next = n_begin + i + kStages - 1;
       if (next < n_end) load_kv(next, (i + kStages - 1) % kStages);
       sm80::cp_async_commit();
+      if (next + 1 < n_end) plan_rows(next + 1);
       compute(n_begin + i, i % kStages);
     }
   }
