@@ -35,6 +35,7 @@ _FLOAT32 = torch.float32
 _INT32 = torch.int32
 _empty = torch.empty
 _empty_strided = torch.empty_strided
+_empty_like = torch.empty_like
 _grad_enabled = torch.is_grad_enabled
 _capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or torch.cuda.is_current_stream_capturing
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or torch._dynamo.is_compiling
@@ -313,7 +314,7 @@ def _device_arch(device: torch.device) -> str:
 
 
 class _Plan:
-    __slots__ = ("launch", "device", "index", "o_shape", "o_stride", "o_dtype", "lse_shape", "counter")
+    __slots__ = ("launch", "device", "index", "o_shape", "o_stride", "o_dtype", "o_like_q", "lse_shape", "counter")
 
 
 def _make_plan(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -332,6 +333,10 @@ def _make_plan(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_
         if out.stride(-1) != 1:
             _fail(f"out's last axis must be contiguous; its strides are {tuple(out.stride())}")
         plan.o_stride, plan.o_dtype = tuple(out.stride()), out.dtype
+    # An output of q's shape, strides and dtype comes from empty_like (q's strides are dense: the
+    # signature fixes them), cheaper than empty_strided's arguments.
+    plan.o_like_q = (plan.o_shape == tuple(q.shape) and plan.o_stride == tuple(q.stride())
+                     and plan.o_dtype == q.dtype and q.is_non_overlapping_and_dense())
     plan.lse_shape = lay.lse_shape if return_lse else None
     scales = _scales(lay, q_scale, k_scale, v_scale, q.device)
     problem = _problem(lay, q.dtype, plan.o_dtype, None if q_rope is None else q_rope.dtype, mask, return_lse, scales)
@@ -359,7 +364,12 @@ def _capture_counter(o: torch.Tensor, device) -> int:
 
 def _run(plan: _Plan, q, k, v, cu_seqlens_q, cu_seqlens_k, q_rope, k_rope, out, return_lse, q_scale=None,
          k_scale=None, v_scale=None):
-    o = out if out is not None else _empty_strided(plan.o_shape, plan.o_stride, dtype=plan.o_dtype, device=plan.device)
+    if out is not None:
+        o = out
+    elif plan.o_like_q:
+        o = _empty_like(q)
+    else:
+        o = _empty_strided(plan.o_shape, plan.o_stride, dtype=plan.o_dtype, device=plan.device)
     lse = None if plan.lse_shape is None else _empty(plan.lse_shape, dtype=_FLOAT32, device=plan.device)
     counter = _capture_counter(o, plan.device) if plan.counter and _capturing() else 0
     plan.launch.launch(

@@ -1,6 +1,7 @@
 // TMA descriptors are memoised per thread: a memoised encoding must be the driver's own, and a
 // change in any field (here the address and a stride) must give a new one.
 #include "gpu_test_support.hpp"
+#include "runtime/device.hpp"
 #include "runtime/tensor_map.hpp"
 
 #include <cstring>
@@ -18,17 +19,22 @@ bool same(const TmaDescriptor& a, const TmaDescriptor& b) { return std::memcmp(&
 
 TEST(TensorMap, MemoisedEncodingIsTheDriversOwn) {
   FLASHJIT_REQUIRE_GPU();
+  current_device();  // the encoder needs a current context
   const TmaTensor t = sample(0x7f0000000000);
   const TmaDescriptor first = encode_tma(t, 128, 2);
   const TmaDescriptor again = encode_tma(t, 128, 2);
   TmaDescriptor fresh;  // a new thread starts with nothing memoised: the driver encodes it
-  std::thread([&] { fresh = encode_tma(t, 128, 2); }).join();
+  std::thread([&] {
+    current_device();
+    fresh = encode_tma(t, 128, 2);
+  }).join();
   EXPECT_TRUE(same(first, again));
   EXPECT_TRUE(same(first, fresh));
 }
 
 TEST(TensorMap, EveryFieldTakesPartInTheMemo) {
   FLASHJIT_REQUIRE_GPU();
+  current_device();
   const TmaTensor t = sample(0x7f0000000000);
   const TmaDescriptor base = encode_tma(t, 128, 2);
   TmaTensor moved = sample(0x7f0000100000);
