@@ -69,14 +69,23 @@ struct KvCache {
     }
   }
 
-  // Both offsets of key `row` (K's and V's) from one page-table read; false, with both offsets
-  // -1, when the page table names no page of the cache for it.
-  __device__ __forceinline__ bool offsets(const TensorArg& k, const TensorArg& v, int batch, int row, int kv_head,
-                                          i64& k_off, i64& v_off) const {
-    i64 page = 0, in_page = row;
+  // The page-table entry of key `row` (paged caches; -1 past the table's row), read apart from
+  // offsets() so that a kernel can issue the read early and use it a step later.
+  __device__ __forceinline__ int page_entry(int row) const {
     if constexpr (kPaged) {
       const int slot = row / kPageSize;
-      const int entry = slot < max_pages ? pages[slot] : -1;
+      return slot < max_pages ? pages[slot] : -1;
+    } else {
+      return 0;
+    }
+  }
+
+  // Both offsets of key `row` (K's and V's), `entry` being page_entry(row); false, with both
+  // offsets -1, when the entry names no page of the cache.
+  __device__ __forceinline__ bool offsets(int entry, const TensorArg& k, const TensorArg& v, int batch, int row,
+                                          int kv_head, i64& k_off, i64& v_off) const {
+    i64 page, in_page;
+    if constexpr (kPaged) {
       if (unsigned(entry) >= unsigned(num_pages)) {
         k_off = v_off = -1;
         return false;

@@ -3,9 +3,9 @@
 //   Q          BM x dqk (16-bit, swizzled like the sm80 tiles)
 //   K[stages]  BN x dqk each
 //   V[stages]  BN x dv each
-//   rows[2]    each key row's element offsets in K and V (two int64, -1: zero-fill) for the next
-//              two tiles to load: computed once per row a tile ahead, so a page-table read never
-//              sits between a thread and its copies
+//   rows[stages] each key row's element offsets in K and V (two int64, -1: zero-fill) for the
+//              tile in flight to each ring stage: computed once per row a tile ahead, from a
+//              page-table entry read a tile before that, so no thread waits on a page-table read
 //   merge      after the last tile, from 0 over the above: each warp's fp32 O (16 x dv) and its
 //              rows' running max and sum, which the CTA merges across the warps that split keys
 //   flag       16 bytes past both: set when a page-table entry named no page of the cache
@@ -40,7 +40,7 @@ FLASHJIT_DECODE_HOST_DEVICE constexpr SmemRegions smem_regions(SmemShape s) {
   r.v_stage_bytes = s.block_n * s.head_dim_v * 2;
   r.rows_offset = r.v_offset + s.stages * r.v_stage_bytes;
   r.rows_slot_bytes = s.block_n * 2 * 8;
-  const int main_loop = r.rows_offset + 2 * r.rows_slot_bytes;
+  const int main_loop = r.rows_offset + s.stages * r.rows_slot_bytes;
   r.merge_o_offset = 0;
   r.merge_stats_offset = s.warps * 16 * s.head_dim_v * 4;
   const int merge = r.merge_stats_offset + s.warps * 16 * 2 * 4;

@@ -11,8 +11,10 @@
 // 16-row tiles however few the rows are.
 // Loads: every thread gathers 16-byte chunks of the K/V tile with cp.async, row by row, so any
 // page size works; a kStages-deep ring keeps (kStages - 1) tiles in flight. Each key row's K and
-// V offsets come from the KV policy (kv_policy.cuh) once, a tile before its copies, into shared
-// memory (plan_rows), so no thread waits on a page-table read between its copies.
+// V offsets come from the KV policy (kv_policy.cuh) once, into shared memory a tile before its
+// copies (write_rows), from page-table entries read into registers a tile before that
+// (fetch_rows): no thread waits on a page-table read, neither between its copies nor before
+// its math.
 // Output: with one split, O and the LSE directly; with several, each split's normalised O and
 // its LSE (fp32) into the workspace for the combine pass (combine.cuh).
 // Multi-token steps are causal among themselves (bottom-right aligned, as every mask here).
@@ -114,30 +116,44 @@ struct SplitKv {
     }
   };
 
-  // Key tile n's row offsets in K and V (-1: zero-fill), in row slot n % 2.
-  __device__ __forceinline__ longlong2* row_slot(int n) const {
-    return reinterpret_cast<longlong2*>(smem + kR.rows_offset + (n & 1) * kR.rows_slot_bytes);
+  static constexpr int kRowsPerThread = ceil_div(kBN, kThreads);  // key rows each thread plans
+
+  // The row offsets in K and V (-1: zero-fill) of the tile in flight to ring stage `stage`.
+  __device__ __forceinline__ longlong2* row_slot(int stage) const {
+    return reinterpret_cast<longlong2*>(smem + kR.rows_offset + stage * kR.rows_slot_bytes);
   }
 
-  // Writes key tile n's row offsets through the KV policy: -1 past the cache end and for a
-  // page-table entry that names no page (which also raises the CTA's flag). Read by load_kv
+  // The page-table entries of key tile n's rows that this thread plans (paged caches; a no-op
+  // otherwise): loads whose results write_rows uses a step later.
+  __device__ __forceinline__ void fetch_rows(int n, int (&entry)[kRowsPerThread]) const {
+#pragma unroll
+    for (int e = 0; e < kRowsPerThread; ++e) {
+      const int r = tid + e * kThreads, j = n * kBN + r;
+      entry[e] = (r < kBN && j < kv.seqlen_k) ? kv.page_entry(j) : -1;
+    }
+  }
+
+  // Key tile n's row offsets into the slot of ring stage `stage`: -1 past the cache end and for a
+  // page-table entry that names no page (which also raises the CTA's flag). load_kv reads them
   // after the next __syncthreads().
-  __device__ __forceinline__ void plan_rows(int n) const {
-    longlong2* slot = row_slot(n);
-    for (int r = tid; r < kBN; r += kThreads) {
-      const int j = n * kBN + r;
+  __device__ __forceinline__ void write_rows(int n, int stage, const int (&entry)[kRowsPerThread]) const {
+    longlong2* slot = row_slot(stage);
+#pragma unroll
+    for (int e = 0; e < kRowsPerThread; ++e) {
+      const int r = tid + e * kThreads, j = n * kBN + r;
+      if (r >= kBN) break;
       i64 ko = -1, vo = -1;
-      if (j < kv.seqlen_k && !kv.offsets(p.k, p.v, b, j, hk, ko, vo)) *bad_page_flag() = 1;
+      if (j < kv.seqlen_k && !kv.offsets(entry[e], p.k, p.v, b, j, hk, ko, vo)) *bad_page_flag() = 1;
       slot[r] = make_longlong2(ko, vo);
     }
   }
 
-  // K and V of key tile n into ring stage `stage`, from the offsets plan_rows(n) wrote; rows
-  // past the cache end are zero-filled.
-  __device__ __forceinline__ void load_kv(int n, int stage) const {
+  // K and V of a key tile into ring stage `stage`, from the offsets write_rows put in its slot;
+  // rows past the cache end are zero-filled.
+  __device__ __forceinline__ void load_kv(int stage) const {
     const E* kbase = static_cast<const E*>(p.k.ptr);
     const E* vbase = static_cast<const E*>(p.v.ptr);
-    const longlong2* rows = row_slot(n);
+    const longlong2* rows = row_slot(stage);
     const u32 ks = smem_base + kR.k_offset + stage * kR.k_stage_bytes;
     const u32 vs = smem_base + kR.v_offset + stage * kR.v_stage_bytes;
     constexpr int kKC = KTile::kChunks, kVC = VTile::kChunks;
@@ -209,27 +225,39 @@ struct SplitKv {
     // Q rows of this CTA (zero past the valid rows) join the first tile's commit group.
     const E* qbase = static_cast<const E*>(p.q.ptr);
     gather_tile<QTile, kThreads>(smem_base + kR.q_offset, QRows{this, qbase}, qbase, tid);
+    // Row offsets of the first kStages tiles (their page-table reads issued together), one
+    // barrier, then the first kStages - 1 tiles' copies.
+    {
+      int first[kStages][kRowsPerThread];
+#pragma unroll
+      for (int s = 0; s < kStages; ++s)
+        if (n_begin + s < n_end) fetch_rows(n_begin + s, first[s]);
+#pragma unroll
+      for (int s = 0; s < kStages; ++s)
+        if (n_begin + s < n_end) write_rows(n_begin + s, s, first[s]);
+    }
+    int ahead[kRowsPerThread];  // page-table entries of the tile whose offsets are written next
+    if (n_begin + kStages < n_end) fetch_rows(n_begin + kStages, ahead);
+    __syncthreads();
 #pragma unroll
     for (int i = 0; i < kStages - 1; ++i) {
-      if (n_begin + i < n_end) {  // the same on every thread of the CTA
-        plan_rows(n_begin + i);
-        __syncthreads();
-        load_kv(n_begin + i, i);
-      }
+      if (n_begin + i < n_end) load_kv(i);
       sm80::cp_async_commit();  // possibly empty: the wait depth stays a constant
     }
-    if (n_begin + kStages - 1 < n_end) plan_rows(n_begin + kStages - 1);
 #pragma unroll 1
     for (int i = 0; n_begin + i < n_end; ++i) {
       sm80::cp_async_wait<kStages - 2>();
       // Tile i is visible to every thread, every warp is done with tile i - 1, whose stage is
-      // refilled next, and the next tile's row offsets are written (the slot they replace was
-      // read before this barrier).
+      // refilled next, and that stage's row offsets are written.
       __syncthreads();
       const int next = n_begin + i + kStages - 1;
-      if (next < n_end) load_kv(next, (i + kStages - 1) % kStages);
+      if (next < n_end) load_kv((i + kStages - 1) % kStages);
       sm80::cp_async_commit();
-      if (next + 1 < n_end) plan_rows(next + 1);
+      // The tile after `next` goes to tile i's stage, whose offsets its copies no longer need.
+      if (next + 1 < n_end) {
+        write_rows(next + 1, i % kStages, ahead);
+        if (next + 2 < n_end) fetch_rows(next + 2, ahead);
+      }
       compute(n_begin + i, i % kStages);
     }
   }
