@@ -88,7 +88,10 @@ std::vector<int> nvrtc_supported_compute_capabilities() {
 
 std::vector<std::string> compile_options(const KernelSource& src) {
   // 177: unused constants of the shared templates are expected in any one instantiation.
-  return {"--gpu-architecture=" + src.arch, "--std=c++17", "--diag-suppress=177",
+  // --no-cache: NVRTC 12.9+ on a machine with a driver caches its output and answers a repeated
+  // compile from that cache with an empty log, so the ptxas report (registers, spills,
+  // advisories) would be missing; flashjit's own cache keeps the compiled kernels.
+  return {"--gpu-architecture=" + src.arch, "--std=c++17", "--diag-suppress=177", "--no-cache",
           "--ptxas-options=-v", "--ptxas-options=--warn-on-spills"};
 }
 

@@ -336,7 +336,7 @@ def _make_plan(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_
     # An output of q's shape, strides and dtype comes from empty_like (q's strides are dense: the
     # signature fixes them), cheaper than empty_strided's arguments.
     plan.o_like_q = (plan.o_shape == tuple(q.shape) and plan.o_stride == tuple(q.stride())
-                     and plan.o_dtype == q.dtype and q.is_non_overlapping_and_dense())
+                     and plan.o_dtype == q.dtype)
     plan.lse_shape = lay.lse_shape if return_lse else None
     scales = _scales(lay, q_scale, k_scale, v_scale, q.device)
     problem = _problem(lay, q.dtype, plan.o_dtype, None if q_rope is None else q_rope.dtype, mask, return_lse, scales)
