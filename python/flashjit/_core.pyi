@@ -152,6 +152,8 @@ class LaunchPlan:
         v_scale: int = 0,
     ) -> None:
         """Launches on ``stream`` with device pointers as integers (0: none); ArgumentError first."""
+    def launch_dense(self, stream: int, q: int, k: int, v: int, o: int, tile_counter: int) -> None:
+        """launch() with only q, k, v, o and the tile counter (every other pointer 0)."""
     def workspace_bytes(
         self, q: int, k: int, v: int, o: int, lse: int, cu_seqlens_q: int, page_table: int, seqused_k: int
     ) -> int:

@@ -314,7 +314,8 @@ def _device_arch(device: torch.device) -> str:
 
 
 class _Plan:
-    __slots__ = ("launch", "device", "index", "o_shape", "o_stride", "o_dtype", "o_like_q", "lse_shape", "counter")
+    __slots__ = ("launch", "device", "index", "o_shape", "o_stride", "o_dtype", "o_like_q", "lse_shape", "counter",
+                 "dense")
 
 
 def _make_plan(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -338,6 +339,9 @@ def _make_plan(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_
     plan.o_like_q = (plan.o_shape == tuple(q.shape) and plan.o_stride == tuple(q.stride())
                      and plan.o_dtype == q.dtype)
     plan.lse_shape = lay.lse_shape if return_lse else None
+    # q, k, v and o alone: the binding's short launch.
+    plan.dense = (not return_lse and cu_seqlens_q is None and cu_seqlens_k is None and q_rope is None
+                  and q_scale is None and k_scale is None and v_scale is None)
     scales = _scales(lay, q_scale, k_scale, v_scale, q.device)
     problem = _problem(lay, q.dtype, plan.o_dtype, None if q_rope is None else q_rope.dtype, mask, return_lse, scales)
     pinned = _pinned(config_key)
@@ -372,6 +376,10 @@ def _run(plan: _Plan, q, k, v, cu_seqlens_q, cu_seqlens_k, q_rope, k_rope, out, 
         o = _empty_strided(plan.o_shape, plan.o_stride, dtype=plan.o_dtype, device=plan.device)
     lse = None if plan.lse_shape is None else _empty(plan.lse_shape, dtype=_FLOAT32, device=plan.device)
     counter = _capture_counter(o, plan.device) if plan.counter and _capturing() else 0
+    if plan.dense:
+        plan.launch.launch_dense(_raw_stream(plan.index), q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                                 counter)
+        return o
     plan.launch.launch(
         _raw_stream(plan.index), q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
         0 if q_rope is None else q_rope.data_ptr(), 0 if k_rope is None else k_rope.data_ptr(),

@@ -61,6 +61,13 @@ struct LaunchPlan {
     kernel.kernel->launch(a, reinterpret_cast<CUstream>(stream));
   }
 
+  // The common call: q, k, v and o alone (no rope parts, LSE, ragged offsets, paging or scales),
+  // with fewer arguments to convert.
+  void launch_dense(uintptr_t stream, uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o,
+                    uintptr_t tile_counter) const {
+    launch(stream, q, k, v, o, 0, 0, 0, 0, 0, tile_counter, 0, 0, 0, 0, 0, 0, 0);
+  }
+
   // The scratch a launch of this signature needs (split-K decode), checked like a launch.
   size_t workspace_bytes(uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, uintptr_t lse, uintptr_t cu_seqlens_q,
                          uintptr_t page_table, uintptr_t seqused_k) const {
@@ -135,6 +142,9 @@ void register_launch(nb::module_& m) {
            nb::arg("v_scale") = 0,
            "Launches on `stream` (a CUstream as an integer; 0 is the legacy default stream) with "
            "device pointers as integers (0: none). Checks every argument first (ArgumentError).")
+      .def("launch_dense", &LaunchPlan::launch_dense, nb::arg("stream"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
+           nb::arg("o"), nb::arg("tile_counter"),
+           "launch() with only q, k, v, o and the tile counter (every other pointer 0).")
       .def("workspace_bytes", &LaunchPlan::workspace_bytes, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("o"),
            nb::arg("lse"), nb::arg("cu_seqlens_q"), nb::arg("page_table"), nb::arg("seqused_k"),
            "Bytes of device scratch a launch of this signature needs (split-K decode; 0 otherwise).");
