@@ -53,24 +53,8 @@ struct KvCache {
     return s;
   }
 
-  // Element offset of key `row`, KV head `kv_head`, column 0 in K or V (`t`). `ok` is false when
-  // the page table names no page of the cache for it; the offset is then 0 and must not be read.
-  __device__ __forceinline__ i64 offset(const TensorArg& t, int batch, int row, int kv_head, bool& ok) const {
-    if constexpr (kPaged) {
-      const int slot = row / kPageSize;
-      const int page = slot < max_pages ? pages[slot] : -1;
-      ok = unsigned(page) < unsigned(num_pages);
-      return ok ? i64(page) * t.batch_stride + i64(row % kPageSize) * t.row_stride + i64(kv_head) * t.head_stride
-                : 0;
-    } else {
-      ok = true;
-      return (kVarlen ? 0 : i64(batch) * t.batch_stride) + i64(k_start + row) * t.row_stride +
-             i64(kv_head) * t.head_stride;
-    }
-  }
-
   // The page-table entry of key `row` (paged caches; -1 past the table's row), read apart from
-  // offsets() so that a kernel can issue the read early and use it a step later.
+  // the offsets so that a kernel can issue the read early and use it a step later.
   __device__ __forceinline__ int page_entry(int row) const {
     if constexpr (kPaged) {
       const int slot = row / kPageSize;
@@ -80,25 +64,45 @@ struct KvCache {
     }
   }
 
-  // Both offsets of key `row` (K's and V's), `entry` being page_entry(row); false, with both
-  // offsets -1, when the entry names no page of the cache.
+  // Element offset of key `row`, KV head `kv_head`, column 0 in K or V (`t`). `ok` is false when
+  // the page table names no page of the cache for it; the offset is then 0 and must not be read.
+  __device__ __forceinline__ i64 offset(const TensorArg& t, int batch, int row, int kv_head, bool& ok) const {
+    i64 outer, inner;
+    ok = place(page_entry(row), batch, row, outer, inner);
+    return ok ? at(t, outer, inner, kv_head) : 0;
+  }
+
+  // Both offsets of key `row` (K's and V's) from one page-table entry, `entry` being
+  // page_entry(row); false, with both offsets -1, when the entry names no page of the cache.
   __device__ __forceinline__ bool offsets(int entry, const TensorArg& k, const TensorArg& v, int batch, int row,
                                           int kv_head, i64& k_off, i64& v_off) const {
-    i64 page, in_page;
-    if constexpr (kPaged) {
-      if (unsigned(entry) >= unsigned(num_pages)) {
-        k_off = v_off = -1;
-        return false;
-      }
-      page = entry;
-      in_page = row % kPageSize;
-    } else {
-      page = kVarlen ? 0 : batch;
-      in_page = k_start + row;
+    i64 outer, inner;
+    if (!place(entry, batch, row, outer, inner)) {
+      k_off = v_off = -1;
+      return false;
     }
-    k_off = page * k.batch_stride + in_page * k.row_stride + i64(kv_head) * k.head_stride;
-    v_off = page * v.batch_stride + in_page * v.row_stride + i64(kv_head) * v.head_stride;
+    k_off = at(k, outer, inner, kv_head);
+    v_off = at(v, outer, inner, kv_head);
     return true;
+  }
+
+ private:
+  // Where key `row` lies: `outer` along the batch axis (the page, or the batch entry; 0 for
+  // ragged rows) and `inner` along the row axis. False when `entry` names no page.
+  __device__ __forceinline__ bool place(int entry, int batch, int row, i64& outer, i64& inner) const {
+    if constexpr (kPaged) {
+      outer = entry;
+      inner = row % kPageSize;
+      return unsigned(entry) < unsigned(num_pages);
+    } else {
+      outer = kVarlen ? 0 : batch;
+      inner = k_start + row;
+      return true;
+    }
+  }
+
+  __device__ __forceinline__ static i64 at(const TensorArg& t, i64 outer, i64 inner, int kv_head) {
+    return outer * t.batch_stride + inner * t.row_stride + i64(kv_head) * t.head_stride;
   }
 };
 

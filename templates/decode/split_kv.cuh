@@ -148,6 +148,20 @@ struct SplitKv {
     }
   }
 
+  // Every 16-byte chunk of one tile from the row offsets in `rows` (member `kPart`: K's or V's).
+  template <class Tile, long long longlong2::*kPart>
+  __device__ __forceinline__ void copy_tile(u32 dst, const E* base, const longlong2* rows) const {
+    constexpr int kChunks = Tile::kChunks, kTotal = kBN * kChunks;
+#pragma unroll 4
+    for (int j = 0; j < ceil_div(kTotal, kThreads); ++j) {
+      const int i = tid + j * kThreads;
+      if (kTotal % kThreads != 0 && i >= kTotal) break;
+      const int r = i / kChunks, c = i % kChunks;
+      const i64 o = rows[r].*kPart;
+      sm80::cp_async_16(dst + Tile::offset(r, c), o >= 0 ? base + o + c * 8 : base, o >= 0);
+    }
+  }
+
   // K and V of a key tile into ring stage `stage`, from the offsets write_rows put in its slot;
   // rows past the cache end are zero-filled.
   __device__ __forceinline__ void load_kv(int stage) const {
@@ -156,35 +170,20 @@ struct SplitKv {
     const longlong2* rows = row_slot(stage);
     const u32 ks = smem_base + kR.k_offset + stage * kR.k_stage_bytes;
     const u32 vs = smem_base + kR.v_offset + stage * kR.v_stage_bytes;
-    constexpr int kKC = KTile::kChunks, kVC = VTile::kChunks;
-    if constexpr (kKC == kVC) {  // one offset read per row serves both copies
-      constexpr int kTotal = kBN * kKC;
+    if constexpr (KTile::kChunks == VTile::kChunks) {  // one offset read per row serves both copies
+      constexpr int kChunks = KTile::kChunks, kTotal = kBN * kChunks;
 #pragma unroll 4
       for (int j = 0; j < ceil_div(kTotal, kThreads); ++j) {
         const int i = tid + j * kThreads;
         if (kTotal % kThreads != 0 && i >= kTotal) break;
-        const int r = i / kKC, c = i % kKC;
+        const int r = i / kChunks, c = i % kChunks;
         const longlong2 o = rows[r];
         sm80::cp_async_16(ks + KTile::offset(r, c), o.x >= 0 ? kbase + o.x + c * 8 : kbase, o.x >= 0);
         sm80::cp_async_16(vs + VTile::offset(r, c), o.y >= 0 ? vbase + o.y + c * 8 : vbase, o.y >= 0);
       }
     } else {
-#pragma unroll 4
-      for (int j = 0; j < ceil_div(kBN * kKC, kThreads); ++j) {
-        const int i = tid + j * kThreads;
-        if ((kBN * kKC) % kThreads != 0 && i >= kBN * kKC) break;
-        const int r = i / kKC, c = i % kKC;
-        const i64 o = rows[r].x;
-        sm80::cp_async_16(ks + KTile::offset(r, c), o >= 0 ? kbase + o + c * 8 : kbase, o >= 0);
-      }
-#pragma unroll 4
-      for (int j = 0; j < ceil_div(kBN * kVC, kThreads); ++j) {
-        const int i = tid + j * kThreads;
-        if ((kBN * kVC) % kThreads != 0 && i >= kBN * kVC) break;
-        const int r = i / kVC, c = i % kVC;
-        const i64 o = rows[r].y;
-        sm80::cp_async_16(vs + VTile::offset(r, c), o >= 0 ? vbase + o + c * 8 : vbase, o >= 0);
-      }
+      copy_tile<KTile, &longlong2::x>(ks, kbase, rows);
+      copy_tile<VTile, &longlong2::y>(vs, vbase, rows);
     }
   }
 
