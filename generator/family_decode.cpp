@@ -2,8 +2,9 @@
 // against a long contiguous or paged KV cache. An operation of two kernels in one module: the
 // split pass (templates/decode/split_kv.cuh), which packs the query heads of a KV head times the
 // query tokens into tiles and splits the keys across CTAs, and the combine pass (combine.cuh),
-// which merges the splits. The split count is chosen per launch (runtime/launch_decode.cpp)
+// which merges the splits. The split count is chosen per launch (runtime/host_decode.cpp)
 // unless tuning.splitk_partitions names one.
+#include "decode/combine_shape.cuh"
 #include "decode/smem_regions.cuh"
 #include "generator/emit.hpp"
 #include "generator/family.hpp"
@@ -17,7 +18,6 @@ namespace flashjit {
 namespace {
 
 constexpr const char* kName = "decode";
-constexpr int kCombineThreads = 128;  // decode::kCombineWarps warps
 constexpr int kMaxSplits = 256;
 // About this many bytes of K/V in the ring: (stages - 1) tiles in flight cover the memory
 // latency at the per-SM share of HBM bandwidth with room to spare (4.8 TB/s / 132 SMs x ~1 us).
@@ -116,7 +116,7 @@ class DecodeFamily final : public KernelFamily {
     KernelSource s = source_skeleton(c, arch, kName, threads, smem_bytes(c));
     const std::string symbol = s.launch.entry;  // the operation's: its passes take suffixes
     s.launch.entry = symbol + "_split";
-    s.launch.passes.push_back({"combine", symbol + "_combine", kCombineThreads, 0});
+    s.launch.passes.push_back({"combine", symbol + "_combine", decode::kCombineThreads, 0});
     s.unit = emit::unit_header(s.name, c) +
              emit::traits_struct(c, {{"kBlockM", std::to_string(*t.BM)},
                                      {"kBlockN", std::to_string(*t.BN)},
@@ -127,7 +127,7 @@ class DecodeFamily final : public KernelFamily {
                                      {"kSmemBytes", std::to_string(s.launch.smem_bytes)}}) +
              "#include \"decode/split_kv.cuh\"\n#include \"decode/combine.cuh\"\n\n" +
              emit::entry_function(s.launch.entry, threads, 1, "flashjit::decode::split_kv") +
-             emit::entry_function(symbol + "_combine", kCombineThreads, 1, "flashjit::decode::combine");
+             emit::entry_function(symbol + "_combine", decode::kCombineThreads, 1, "flashjit::decode::combine");
     return s;
   }
 };

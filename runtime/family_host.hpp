@@ -29,6 +29,9 @@ struct PassLaunch {
   int threads = 0;
   int smem_bytes = 0;
   int cluster_m = 1;
+  // A programmatic dependent launch (sm_90+): the pass may start while the previous one runs and
+  // waits for its completion itself (griddepcontrol.wait), which hides the launch gap.
+  bool overlaps_previous = false;
 };
 
 struct LaunchPlan {

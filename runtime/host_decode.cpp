@@ -1,9 +1,11 @@
 // Host side of the decode family: packed-row blocks, the split count (decode_splits.hpp), the
 // workspace of the splits' partial outputs, and the combine pass that merges them.
+#include "decode/combine_shape.cuh"
 #include "runtime/decode_splits.hpp"
 #include "runtime/family_host.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace flashjit {
 
@@ -12,8 +14,6 @@ namespace {
 [[noreturn]] void fail(const std::string& what) { throw ArgumentError("flashjit launch: " + what); }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-constexpr int kCombineWarps = 4;  // templates/decode/combine.cuh
 
 // The keys the rows of one sequence can see: all of them, or a window's span around the
 // query tokens (so windows are not split more than their keys warrant).
@@ -64,7 +64,10 @@ class DecodeHost final : public FamilyHost {
     merge.kernel = 1;
     merge.threads = combine.threads;
     merge.smem_bytes = combine.smem_bytes;
-    merge.grid[0] = static_cast<unsigned>(ceil_div(int64_t(p.rows_q) * a.heads_q, kCombineWarps));
+    merge.overlaps_previous = true;
+    const int64_t items = int64_t(p.rows_q) * a.heads_q;  // one CTA each (decode/combine_shape.cuh)
+    if (items > INT32_MAX) fail("too many query rows x heads for one combine launch");
+    merge.grid[0] = static_cast<unsigned>(items);
     plan.passes[plan.num_passes++] = merge;
     plan.workspace_bytes = workspace_bytes(c, p);
     return plan;

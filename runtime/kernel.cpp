@@ -107,13 +107,19 @@ class LoadedKernel final : public Kernel {
     cfg.blockDimZ = 1;
     cfg.sharedMemBytes = pass.smem_bytes;
     cfg.hStream = stream;
-    CUlaunchAttribute attr[1];
+    CUlaunchAttribute attr[2];
     set_cluster(cfg, attr, pass.cluster_m);
+    if (pass.overlaps_previous && device_.cc_major >= 9) {
+      attr[cfg.numAttrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attr[cfg.numAttrs].value.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = attr;
+      ++cfg.numAttrs;
+    }
     void* kernel_args[] = {const_cast<AttentionParams*>(&params)};
     FLASHJIT_CU(driver().cuLaunchKernelEx(&cfg, functions_[pass.kernel], kernel_args, nullptr));
   }
 
-  static void set_cluster(CUlaunchConfig& cfg, CUlaunchAttribute (&attr)[1], int cluster_m) {
+  static void set_cluster(CUlaunchConfig& cfg, CUlaunchAttribute (&attr)[2], int cluster_m) {
     if (cluster_m <= 1) return;
     attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     attr[0].value.clusterDim.x = cluster_m;
@@ -133,7 +139,7 @@ class LoadedKernel final : public Kernel {
     cfg.blockDimX = li.threads;
     cfg.blockDimY = cfg.blockDimZ = 1;
     cfg.sharedMemBytes = li.smem_bytes;
-    CUlaunchAttribute attr[1];
+    CUlaunchAttribute attr[2];
     set_cluster(cfg, attr, li.cluster_m);
     int clusters = 0;
     FLASHJIT_CU(driver().cuOccupancyMaxActiveClusters(&clusters, functions_[0], &cfg));

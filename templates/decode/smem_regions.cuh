@@ -11,10 +11,12 @@
 //   flag       16 bytes past both: set when a page-table entry named no page of the cache
 #pragma once
 
+#if !defined(FLASHJIT_DECODE_HOST_DEVICE)
 #if defined(__CUDACC__)
 #define FLASHJIT_DECODE_HOST_DEVICE __host__ __device__
 #else
 #define FLASHJIT_DECODE_HOST_DEVICE
+#endif
 #endif
 
 namespace flashjit::decode {

@@ -336,6 +336,11 @@ struct SplitKv {
   }
 
   __device__ __forceinline__ void run() {
+#if __CUDA_ARCH__ >= 900
+    // The combine pass (a programmatic dependent) may launch once every CTA has started: its
+    // CTAs then wait on this grid's completion already resident, instead of after a launch gap.
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
     extern __shared__ __align__(128) unsigned char smem_raw[];
     smem = smem_raw;
     smem_base = u32(__cvta_generic_to_shared(smem_raw));

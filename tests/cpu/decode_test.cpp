@@ -163,7 +163,9 @@ TEST(DecodePlan, OneLongSequenceSplitsAndCombines) {
   EXPECT_EQ(plan.passes[0].grid[1], 8u);  // one row block per KV head: 4 heads x 1 token
   EXPECT_EQ(plan.passes[0].grid[2], 1u);
   EXPECT_EQ(plan.passes[1].kernel, 1);
-  EXPECT_EQ(plan.passes[1].grid[0], 8u);  // 32 (row, head) pairs, four per CTA
+  EXPECT_EQ(plan.passes[1].grid[0], 32u);  // one CTA per (row, head) pair
+  EXPECT_FALSE(plan.passes[0].overlaps_previous);
+  EXPECT_TRUE(plan.passes[1].overlaps_previous);  // launched as the split pass's dependent
   // Partial O and LSE for 30 splits x 32 rows x 129 floats.
   EXPECT_EQ(plan.workspace_bytes, size_t(30) * 32 * 129 * 4);
 }

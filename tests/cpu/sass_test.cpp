@@ -74,7 +74,9 @@ TEST_F(Sass, Sm80KernelsIssueHmmaNotHgmma) {
 }
 
 // Decode kernels gather K/V with cp.async (LDGSTS) and compute on mma.sync (HMMA) on every
-// target; the module holds the combine pass too.
+// target; the module holds the combine pass too. On sm_90a the combine is the split pass's
+// programmatic dependent: the split pass lets it launch (PREEXIT) and it waits for the split
+// pass's completion (ACQBULK); sm_80 has neither.
 TEST_F(Sass, DecodeKernelsGatherWithCpAsyncAndIssueHmma) {
   for (const char* arch : {"sm_80", "sm_90a"}) {
     Config c;
@@ -88,6 +90,9 @@ TEST_F(Sass, DecodeKernelsGatherWithCpAsyncAndIssueHmma) {
     EXPECT_GT(count(sass, "HMMA.16816.F32"), 0u) << arch;
     EXPECT_GT(count(sass, "LDGSTS"), 0u) << arch;
     EXPECT_GT(count(sass, src.launch.passes.at(0).entry), 0u) << "the combine entry in " << arch;
+    const size_t dependent = std::string(arch) == "sm_90a" ? 1 : 0;
+    EXPECT_EQ(count(sass, "PREEXIT"), dependent) << arch;
+    EXPECT_EQ(count(sass, "ACQBULK"), dependent) << arch;
   }
 }
 
