@@ -88,3 +88,20 @@ def test_a_cpp_library_imported_first_leaves_builds_and_number_formatting_workin
     )
     assert out["name"].startswith("fwd_sm80_bf16_d64_causal")
     assert out["registers"] > 0
+
+
+def test_extension_exports_only_its_module_entry():
+    # Every other symbol stays local (python/src/exports.map): libstdc++ and modules loaded later
+    # cannot bind to the extension's copies of inline library code.
+    import shutil
+    import subprocess
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the export list is a Linux linker script")
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("no nm to list the extension's dynamic symbols")
+    out = subprocess.run([nm, "-D", "--defined-only", _core.__file__], capture_output=True, text=True, check=True)
+    names = {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
+    assert names == {"PyInit__core"}
