@@ -13,12 +13,18 @@
 #include <nlohmann/json.hpp>
 
 #include <memory>
+#include <tuple>
 
 namespace flashjit::cli {
 
 int cmd_run(const RunOptions& o, Context& ctx) {
   if (o.iters < 1) throw UsageError("--iters " + std::to_string(o.iters) + ": must be at least 1");
   if (o.warmup < 0) throw UsageError("--warmup " + std::to_string(o.warmup) + ": must not be negative");
+  for (auto [scales, file, flag] : {std::tuple{&o.load_q_scale, &o.load_q, "--load-q"},
+                                    std::tuple{&o.load_k_scale, &o.load_k, "--load-k"},
+                                    std::tuple{&o.load_v_scale, &o.load_v, "--load-v"}})
+    if (!scales->empty() && file->empty())
+      throw UsageError(std::string(flag) + "-scale " + *scales + ": goes with " + flag + " FILE (the values it scales)");
   GpuKernel g = prepare_gpu_kernel(o.config, o.arch, o.shape);
   const Config& c = g.config;
   const ProblemShape& shape = g.shape;
@@ -26,12 +32,19 @@ int cmd_run(const RunOptions& o, Context& ctx) {
     throw UsageError("--save-lse needs a config with \"outputs\": {\"lse\": true}");
 
   DeviceProblem problem(c, shape, o.seed);
-  if (!o.load_q.empty()) load_input(o.load_q, TensorRole::q, c, problem);
-  if (!o.load_k.empty()) load_input(o.load_k, TensorRole::k, c, problem);
-  if (!o.load_v.empty()) load_input(o.load_v, TensorRole::v, c, problem);
+  struct Load { const std::string& file; const std::string& scales; TensorRole role; };
+  std::vector<std::string> notes;  // the scales flashjit chose for float32 inputs it quantised
+  for (const Load& l : {Load{o.load_q, o.load_q_scale, TensorRole::q}, Load{o.load_k, o.load_k_scale, TensorRole::k},
+                        Load{o.load_v, o.load_v_scale, TensorRole::v}}) {
+    if (l.file.empty()) continue;
+    const std::string note = load_input(l.file, l.scales, l.role, c, problem);
+    if (!note.empty()) notes.push_back(note);
+  }
 
   nlohmann::json j;
+  if (!notes.empty()) j["quantised"] = notes;
   if (!o.json) {
+    for (const std::string& n : notes) ctx.out << "input    " << n << "\n";
     ctx.out << "kernel   " << kernel_status(*g.kernel) << "\n";
     ctx.out << "device   " << device_text(*g.device) << "\n";
     ctx.out << "shape    " << problem.shape().describe() << "\n";
@@ -94,10 +107,18 @@ void register_run(CLI::App& parent, Context& ctx, Action& action) {
   sub->add_option("--iters", o->iters, "Timed launches (the median is printed)")->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
   const char* io = "Inputs and outputs (.npy)";
-  sub->add_option("--load-q", o->load_q, "Q from a .npy file (fp16 '<f2', bf16 bits '<u2', or float32 '<f4')")
+  sub->add_option("--load-q", o->load_q, "Q from a .npy file (float32 '<f4', quantised when the config scales Q; or dtype.qkv: fp16 '<f2', bf16 or fp8 bits '<u2'/'|u1')")
       ->type_name("FILE")->group(io);
   sub->add_option("--load-k", o->load_k, "K from a .npy file")->type_name("FILE")->group(io);
   sub->add_option("--load-v", o->load_v, "V from a .npy file")->type_name("FILE")->group(io);
+  auto scale_help = [](const char* name) {
+    return std::string("Scales of the loaded ") + name +
+           " (float32 .npy: [1], [heads], or per token [batch, heads, seqlen]), for values already in dtype.qkv; "
+           "float32 values are quantised by flashjit";
+  };
+  sub->add_option("--load-q-scale", o->load_q_scale, scale_help("Q"))->type_name("FILE")->group(io);
+  sub->add_option("--load-k-scale", o->load_k_scale, scale_help("K"))->type_name("FILE")->group(io);
+  sub->add_option("--load-v-scale", o->load_v_scale, scale_help("V"))->type_name("FILE")->group(io);
   sub->add_option("--save-o", o->save_o, "Write O to a .npy file (fp16 '<f2', bf16 bits '<u2')")
       ->type_name("FILE")->group(io);
   sub->add_option("--save-lse", o->save_lse, "Write the LSE ('<f4') to a .npy file (configs with outputs.lse)")

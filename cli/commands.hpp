@@ -105,6 +105,7 @@ struct RunOptions {
   int iters = 10;
   uint64_t seed = 1;
   std::string load_q, load_k, load_v;
+  std::string load_q_scale, load_k_scale, load_v_scale;
   std::string save_o, save_lse;
   bool json = false;
 };

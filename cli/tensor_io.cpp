@@ -4,7 +4,9 @@
 #include "generator/element_types.hpp"
 #include "runtime/driver.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <sstream>
 
 namespace flashjit::cli {
 
@@ -70,28 +72,95 @@ namespace {
 
 CUdeviceptr ptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
+char which_of(TensorRole role) { return role == TensorRole::q ? 'q' : role == TensorRole::k ? 'k' : 'v'; }
+
+std::vector<float> floats_of(const NpyArray& a) {
+  std::vector<float> out(static_cast<size_t>(a.elements()));
+  std::memcpy(out.data(), a.data.data(), out.size() * 4);
+  return out;
+}
+
+// "per token: 4096 scales in [0.0021, 0.0099]" or "per tensor: scale 0.0087".
+std::string describe_scales(ScaleGranularity g, const std::vector<float>& unique) {
+  std::ostringstream s;
+  s << to_string(g) << ": ";
+  if (unique.size() == 1) {
+    s << "scale " << unique[0];
+  } else {
+    const auto [lo, hi] = std::minmax_element(unique.begin(), unique.end());
+    s << unique.size() << " scales in [" << *lo << ", " << *hi << "]";
+  }
+  return s.str();
+}
+
 }  // namespace
 
-void load_input(const std::string& file, TensorRole role, const Config& c, const DeviceProblem& problem) {
-  // The random inputs' scales were chosen for the random values: a file's values would pair
-  // with the wrong ones.
-  const ScaleGranularity g = role == TensorRole::q ? c.scales.q : role == TensorRole::k ? c.scales.k : c.scales.v;
-  if (g != ScaleGranularity::none)
-    throw UsageError(std::string("--load-") + (role == TensorRole::q ? "q" : role == TensorRole::k ? "k" : "v") +
-                     " " + file + ": the config quantises " + role_name(role) + " (scales." +
-                     (role == TensorRole::q ? "q" : role == TensorRole::k ? "k" : "v") + " = " + to_string(g) +
-                     "); loading inputs with their scales is not implemented yet (use random inputs, or a config "
-                     "without scales)");
+std::string load_input(const std::string& file, const std::string& scale_file, TensorRole role, const Config& c,
+                       DeviceProblem& problem) {
+  const char which = which_of(role);
+  const std::string flag = std::string("--load-") + which;
+  const ScaleGranularity g = which == 'q' ? c.scales.q : which == 'k' ? c.scales.k : c.scales.v;
   const NpyArray a = read_npy(file);
   const auto expected = npy_shape(role, c, problem.shape(), problem.rows_q(), problem.rows_k(), problem.num_pages());
+  const bool floats = a.descr.substr(1) == "f4";
+
+  if (floats) {
+    // Values as they are: quantised here when the config scales them, the rope columns stored
+    // in dtype.rope.
+    if (!scale_file.empty())
+      throw UsageError(flag + "-scale " + scale_file + ": " + file + " holds float32 values, which flashjit quantises "
+                       "itself; a scale file goes with values already in " + to_string(c.dtype.qkv));
+    if (a.shape != expected)
+      throw NpyError(file + ": " + role_name(role) + " has shape " + a.shape_string() + "; the problem needs " +
+                     shape_string(expected));
+    const std::vector<float> file_values = floats_of(a);
+    const bool is_q = role == TensorRole::q;
+    const int rows = is_q ? problem.rows_q() : problem.rows_k();
+    const int heads = is_q ? problem.shape().heads_q : problem.shape().heads_k;
+    const int dim = role == TensorRole::v ? c.head_dim.v : c.head_dim.qk;
+    std::vector<float> host(size_t(rows) * heads * dim);
+    for (int r = 0; r < rows; ++r)
+      for (int h = 0; h < heads; ++h)
+        for (int d = 0; d < dim; ++d)
+          host[(size_t(r) * heads + h) * dim + d] = file_values[problem.input_index(which, r, h, d)];
+    const std::vector<float> scales = problem.set_input(which, host);
+    if (scales.empty()) return "";
+    std::vector<float> unique = scales;
+    if (g == ScaleGranularity::per_tensor) unique.resize(1);
+    if (g == ScaleGranularity::per_head) unique.resize(static_cast<size_t>(heads));
+    return std::string(role_name(role)) + " quantised from " + file + " to " + to_string(c.dtype.qkv) + " " +
+           describe_scales(g, unique);
+  }
+
+  // Elements as stored: the config's dtype (bits), with their scales from a file when scaled.
+  if (c.head_dim.rope > 0 && role != TensorRole::v && c.dtype.rope && *c.dtype.rope != c.dtype.qkv)
+    throw NpyError(file + ": " + role_name(role) + "'s rope columns are " + to_string(*c.dtype.rope) + " and its other "
+                   "columns " + to_string(c.dtype.qkv) + ": store float32 '<f4' values");
+  if (g != ScaleGranularity::none && scale_file.empty())
+    throw UsageError(flag + " " + file + ": the config scales " + role_name(role) + " (scales." + which + " = " +
+                     to_string(g) + "): give its scales with " + flag + "-scale FILE, or float32 values for flashjit "
+                     "to quantise");
+  if (g == ScaleGranularity::none && !scale_file.empty())
+    throw UsageError(flag + "-scale " + scale_file + ": the config does not scale " + role_name(role) + " (scales." +
+                     which + ")");
   const std::vector<unsigned char> bytes = to_elements(a, c.dtype.qkv, expected, file, role);
+  if (!scale_file.empty()) {
+    const NpyArray sa = read_npy(scale_file);
+    const std::vector<int64_t> want = problem.scale_shape(which);
+    if (sa.descr.substr(1) != "f4")
+      throw NpyError(scale_file + ": " + role_name(role) + "'s scales hold '" + sa.descr + "'; store float32 '<f4'");
+    if (sa.shape != want)
+      throw NpyError(scale_file + ": " + role_name(role) + "'s scales have shape " + sa.shape_string() +
+                     "; scales." + which + " = " + to_string(g) + " needs " + shape_string(want));
+    problem.set_scales(which, floats_of(sa));
+  }
   const AttentionArgs args = problem.args();
   const DriverApi& d = driver();
   const bool split = c.head_dim.rope > 0 && role != TensorRole::v;
   if (!split) {
     const Tensor& t = role == TensorRole::q ? args.q : role == TensorRole::k ? args.k : args.v;
     FLASHJIT_CU(d.cuMemcpyHtoD(ptr(t.data), bytes.data(), bytes.size()));
-    return;
+    return "";
   }
   // The nope columns go to Q/K, the last `rope` columns to their own tensors.
   const size_t e = dtype_bytes(c.dtype.qkv);
@@ -104,6 +173,7 @@ void load_input(const std::string& file, TensorRole role, const Config& c, const
   const bool q = role == TensorRole::q;
   FLASHJIT_CU(d.cuMemcpyHtoD(ptr(q ? args.q.data : args.k.data), a_nope.data(), a_nope.size()));
   FLASHJIT_CU(d.cuMemcpyHtoD(ptr(q ? args.q_rope.data : args.k_rope.data), a_rope.data(), a_rope.size()));
+  return "";
 }
 
 void save_output(const std::string& file, TensorRole role, const Config& c, const DeviceProblem& problem) {

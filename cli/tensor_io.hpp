@@ -34,8 +34,12 @@ std::vector<int64_t> npy_shape(TensorRole role, const Config& c, const ProblemSh
 std::vector<unsigned char> to_elements(const NpyArray& a, DType dtype, const std::vector<int64_t>& expected,
                                        const std::string& file, TensorRole role);
 
-// Reads `file` into Q, K or V of `problem`.
-void load_input(const std::string& file, TensorRole role, const Config& c, const DeviceProblem& problem);
+// Reads `file` into Q, K or V of `problem`. float32 values are stored in the config's types,
+// quantised when the config scales the input (returns a line naming the scales used); elements
+// already in dtype.qkv take their scales from `scale_file` (float32, DeviceProblem::scale_shape),
+// which a scaled input needs and an unscaled one refuses.
+std::string load_input(const std::string& file, const std::string& scale_file, TensorRole role, const Config& c,
+                       DeviceProblem& problem);
 // Writes O or the LSE of `problem` to `file`.
 void save_output(const std::string& file, TensorRole role, const Config& c, const DeviceProblem& problem);
 

@@ -238,78 +238,157 @@ std::vector<float> DeviceProblem::quantise(char which, std::vector<float>& value
   return per_row;
 }
 
-// The device scale tensor of one quantised input: fp32 [1] or [heads], or per token dtype.scale
-// [batch, heads, seqlen] (ragged queries or contiguous ragged keys: [heads, total]).
-void DeviceProblem::upload_scales(char which, const std::vector<float>& per_row, CUdeviceptr& dst) {
+ScaleGranularity DeviceProblem::granularity(char which) const {
+  return which == 'q' ? config_.scales.q : which == 'k' ? config_.scales.k : which == 'v' ? config_.scales.v
+                                                                                          : ScaleGranularity::none;
+}
+
+// Per-token scales are laid out [batch, heads, seqlen], or [heads, total] where the rows are
+// packed (ragged queries, contiguous ragged keys); the others are fp32 [1] or [heads].
+bool DeviceProblem::packed_scales(char which) const {
+  return config_.varlen && (which == 'q' || !config_.kv_layout.paged);
+}
+
+std::vector<int64_t> DeviceProblem::scale_shape(char which) const {
+  const ScaleGranularity g = granularity(which);
   const bool is_q = which == 'q';
-  const ScaleGranularity g = is_q ? config_.scales.q : which == 'k' ? config_.scales.k : config_.scales.v;
+  const int64_t heads = is_q ? shape_.heads_q : shape_.heads_k;
+  switch (g) {
+    case ScaleGranularity::none: return {};
+    case ScaleGranularity::per_tensor: return {1};
+    case ScaleGranularity::per_head: return {heads};
+    case ScaleGranularity::per_token: break;
+  }
+  if (packed_scales(which)) return {heads, is_q ? rows_q_ : rows_k_};
+  return {shape_.batch, heads, is_q ? shape_.seqlen_q : shape_.seqlen_k};
+}
+
+void DeviceProblem::set_scales(char which, const std::vector<float>& values) {
+  const std::vector<int64_t> shape = scale_shape(which);
+  if (shape.empty()) throw ArgumentError(std::string("scales of ") + which + ": the config does not scale it");
+  size_t n = 1;
+  for (int64_t v : shape) n *= size_t(v);
+  if (values.size() != n)
+    throw ArgumentError(std::string("scales of ") + which + ": " + std::to_string(values.size()) +
+                        " values; the scale tensor holds " + std::to_string(n));
+  const bool token = granularity(which) == ScaleGranularity::per_token;
+  const ElementType& t = element_type(token ? config_.dtype.scale.value_or(DType::fp32) : DType::fp32);
+  std::vector<unsigned char> dev(std::max<size_t>(n, 1) * t.bytes, 0);
+  for (size_t i = 0; i < n; ++i) store_element(t, values[i], dev.data() + i * t.bytes);
+  CUdeviceptr& dst = which == 'q' ? q_scale_ : which == 'k' ? k_scale_ : v_scale_;
+  if (!dst) dst = alloc(dev.size());
+  FLASHJIT_CU(driver().cuMemcpyHtoD(dst, dev.data(), dev.size()));
+}
+
+// The device scale tensor of one quantised input from the scale of each (row, head).
+void DeviceProblem::upload_scales(char which, const std::vector<float>& per_row, CUdeviceptr&) {
+  const bool is_q = which == 'q';
   const int heads = is_q ? shape_.heads_q : shape_.heads_k;
   const int rows = is_q ? rows_q_ : rows_k_;
-  std::vector<unsigned char> dev;
-  if (g == ScaleGranularity::per_token) {
-    const ElementType& t = element_type(config_.dtype.scale.value_or(DType::fp32));
-    const bool packed = config_.varlen && (is_q || !config_.kv_layout.paged);
+  const std::vector<int64_t> shape = scale_shape(which);
+  size_t n = 1;
+  for (int64_t v : shape) n *= size_t(v);
+  std::vector<float> values(n, 0.f);
+  if (granularity(which) == ScaleGranularity::per_token) {
+    const bool packed = packed_scales(which);
     const int per_seq = is_q ? shape_.seqlen_q : shape_.seqlen_k;
-    const size_t n = packed ? size_t(heads) * rows : size_t(shape_.batch) * heads * per_seq;
-    dev.assign(std::max<size_t>(n, 1) * t.bytes, 0);
     for (int r = 0; r < rows; ++r) {
       const auto [b, pos] = row_position(is_q, r);
       for (int h = 0; h < heads; ++h) {
         const size_t i = packed ? size_t(h) * rows + r : (size_t(b) * heads + h) * per_seq + pos;
-        store_element(t, per_row[size_t(r) * heads + h], dev.data() + i * t.bytes);
+        values[i] = per_row[size_t(r) * heads + h];
       }
     }
   } else {
-    const int n = g == ScaleGranularity::per_tensor ? 1 : heads;
-    dev.resize(size_t(n) * 4);
-    for (int i = 0; i < n; ++i) {
-      const float v = rows > 0 ? per_row[g == ScaleGranularity::per_tensor ? 0 : size_t(i)] : 1.f;
-      std::memcpy(dev.data() + 4 * i, &v, 4);
-    }
+    const bool tensor = granularity(which) == ScaleGranularity::per_tensor;
+    for (size_t i = 0; i < n; ++i) values[i] = rows > 0 ? per_row[tensor ? 0 : i] : 1.f;
   }
-  if (!dst) dst = alloc(dev.size());
-  FLASHJIT_CU(driver().cuMemcpyHtoD(dst, dev.data(), dev.size()));
+  set_scales(which, values);
+}
+
+// One input tensor (or its rope part) from host-order values [rows][heads][dim]: quantised
+// when the config scales it (`which` 'q', 'k', 'v'; 0 for a rope part), stored in `type` at
+// the tensor's device positions, and its dequantised values copied into columns
+// [host_offset, host_offset + dim) of the host copy. Returns the scales (empty: unscaled).
+std::vector<float> DeviceProblem::write_input(const TensorSlot& t, std::vector<float> values) {
+  const ScaleGranularity g = t.which == 'q' ? config_.scales.q : t.which == 'k' ? config_.scales.k
+                             : t.which == 'v' ? config_.scales.v : ScaleGranularity::none;
+  std::vector<float> scale;
+  if (g != ScaleGranularity::none) scale = quantise(t.which, values, t.rows, t.heads, t.dim);
+  // Device rows no host row maps to (unused pages) hold NaN, so reading one shows.
+  const int device_rows = t.is_q ? rows_q_ : device_rows_k_;
+  std::vector<unsigned char> dev(size_t(device_rows) * t.heads * t.dim * t.type->bytes, 0xff);
+  for (int r = 0; r < t.rows; ++r)
+    for (int hh = 0; hh < t.heads; ++hh)
+      for (int d = 0; d < t.dim; ++d) {
+        unsigned char* slot = dev.data() + device_index(t.is_q, r, t.heads, t.dim, hh, d) * t.type->bytes;
+        const size_t i = (size_t(r) * t.heads + hh) * t.dim + d;
+        store_element(*t.type, values[i], slot);
+        const float sc = scale.empty() ? 1.f : scale[size_t(r) * t.heads + hh];
+        (*t.host)[(size_t(r) * t.heads + hh) * t.host_dim + t.host_offset + d] = load_element(*t.type, slot) * sc;
+      }
+  FLASHJIT_CU(driver().cuMemcpyHtoD(t.dst, dev.data(), dev.size()));
+  if (!scale.empty()) upload_scales(t.which, scale, *t.scale_dst);
+  return scale;
+}
+
+// The nope part (or the whole head) and the rope part of input `which`.
+std::pair<DeviceProblem::TensorSlot, DeviceProblem::TensorSlot> DeviceProblem::slots(char which) {
+  const HeadDims& h = config_.head_dim;
+  const ElementType& in = element_type(config_.dtype.qkv);
+  const ElementType& rope = element_type(config_.dtype.rope.value_or(config_.dtype.qkv));
+  if (which == 'q')
+    return {{q_, &in, rows_q_, shape_.heads_q, h.nope(), h.qk, 0, &hq_, true, 'q', &q_scale_},
+            {q_rope_, &rope, rows_q_, shape_.heads_q, h.rope, h.qk, h.nope(), &hq_, true, 0, nullptr}};
+  if (which == 'k')
+    return {{k_, &in, rows_k_, shape_.heads_k, h.nope(), h.qk, 0, &hk_, false, 'k', &k_scale_},
+            {k_rope_, &rope, rows_k_, shape_.heads_k, h.rope, h.qk, h.nope(), &hk_, false, 0, nullptr}};
+  return {{v_, &in, rows_k_, shape_.heads_k, h.v, h.v, 0, &hv_, false, 'v', &v_scale_}, {}};
 }
 
 void DeviceProblem::upload_inputs(uint64_t seed) {
   Rng rng{seed * 0x2545f4914f6cdd1dull + 1};
   const HeadDims& h = config_.head_dim;
-  const ElementType& in = element_type(config_.dtype.qkv);
-  const ElementType& rope = element_type(config_.dtype.rope.value_or(config_.dtype.qkv));
-  // `which`: 'q', 'k' or 'v' for a tensor the config may quantise; 0 for a rope part.
-  auto fill = [&](CUdeviceptr dst, const ElementType& type, int rows, int heads, int dim, int host_dim,
-                  int host_offset, std::vector<float>& host, bool is_q, char which, CUdeviceptr* scale_dst) {
-    const ScaleGranularity g = which == 'q' ? config_.scales.q : which == 'k' ? config_.scales.k
-                               : which == 'v' ? config_.scales.v : ScaleGranularity::none;
-    std::vector<float> values(size_t(rows) * heads * dim);
-    for (float& x : values) x = rng.normal();
-    std::vector<float> scale;
-    if (g != ScaleGranularity::none) scale = quantise(which, values, rows, heads, dim);
-    // Device rows no host row maps to (unused pages) hold NaN, so reading one shows.
-    const int device_rows = is_q ? rows_q_ : device_rows_k_;
-    std::vector<unsigned char> dev(size_t(device_rows) * heads * dim * type.bytes, 0xff);
-    for (int r = 0; r < rows; ++r)
-      for (int hh = 0; hh < heads; ++hh)
-        for (int d = 0; d < dim; ++d) {
-          unsigned char* slot = dev.data() + device_index(is_q, r, heads, dim, hh, d) * type.bytes;
-          const size_t i = (size_t(r) * heads + hh) * dim + d;
-          store_element(type, values[i], slot);
-          const float sc = scale.empty() ? 1.f : scale[size_t(r) * heads + hh];
-          host[(size_t(r) * heads + hh) * host_dim + host_offset + d] = load_element(type, slot) * sc;
-        }
-    FLASHJIT_CU(driver().cuMemcpyHtoD(dst, dev.data(), dev.size()));
-    if (!scale.empty()) upload_scales(which, scale, *scale_dst);
-  };
   hq_.assign(size_t(rows_q_) * shape_.heads_q * h.qk, 0.f);
   hk_.assign(size_t(rows_k_) * shape_.heads_k * h.qk, 0.f);
   hv_.assign(size_t(rows_k_) * shape_.heads_k * h.v, 0.f);
-  fill(q_, in, rows_q_, shape_.heads_q, h.nope(), h.qk, 0, hq_, true, 'q', &q_scale_);
-  fill(k_, in, rows_k_, shape_.heads_k, h.nope(), h.qk, 0, hk_, false, 'k', &k_scale_);
-  fill(v_, in, rows_k_, shape_.heads_k, h.v, h.v, 0, hv_, false, 'v', &v_scale_);
-  if (h.rope) {
-    fill(q_rope_, rope, rows_q_, shape_.heads_q, h.rope, h.qk, h.nope(), hq_, true, 0, nullptr);
-    fill(k_rope_, rope, rows_k_, shape_.heads_k, h.rope, h.qk, h.nope(), hk_, false, 0, nullptr);
+  auto random = [&](const TensorSlot& t) {
+    std::vector<float> values(size_t(t.rows) * t.heads * t.dim);
+    for (float& x : values) x = rng.normal();
+    return values;
+  };
+  for (char which : {'q', 'k', 'v'}) {
+    const TensorSlot t = slots(which).first;
+    write_input(t, random(t));
   }
+  if (h.rope)
+    for (char which : {'q', 'k'}) {
+      const TensorSlot t = slots(which).second;
+      write_input(t, random(t));
+    }
+}
+
+std::vector<float> DeviceProblem::set_input(char which, const std::vector<float>& values) {
+  const auto [main, rope] = slots(which);
+  const size_t rows = size_t(main.rows) * main.heads, full = main.host_dim;
+  if (values.size() != rows * full)
+    throw ArgumentError(std::string("input ") + which + ": " + std::to_string(values.size()) + " values; the problem needs " +
+                        std::to_string(rows * full));
+  if (rope.dim == 0) return write_input(main, values);
+  std::vector<float> nope(rows * main.dim), tail(rows * rope.dim);
+  for (size_t r = 0; r < rows; ++r) {
+    std::copy_n(values.begin() + r * full, main.dim, nope.begin() + r * main.dim);
+    std::copy_n(values.begin() + r * full + main.dim, rope.dim, tail.begin() + r * rope.dim);
+  }
+  write_input(rope, std::move(tail));
+  return write_input(main, std::move(nope));
+}
+
+size_t DeviceProblem::input_index(char which, int r, int h, int d) const {
+  const bool is_q = which == 'q';
+  const int heads = is_q ? shape_.heads_q : shape_.heads_k;
+  const int dim = which == 'v' ? config_.head_dim.v : config_.head_dim.qk;
+  return device_index(is_q, r, heads, dim, h, d);
 }
 
 // A given page table: one row per entry, covering each entry's keys with distinct pages.

@@ -11,6 +11,8 @@
 
 namespace flashjit {
 
+struct ElementType;  // generator/element_types.hpp
+
 enum class Layout { bshd, bhsd };
 
 struct ProblemShape {
@@ -74,6 +76,22 @@ class DeviceProblem {
   int num_pages() const { return num_pages_; }
   int max_pages() const { return max_pages_; }
 
+  // Replaces input `which` ('q', 'k' or 'v') with `values`, host order [rows][heads][dim] over
+  // the whole head (rope columns last): quantised as the config scales it (amax over each group
+  // over the element type's largest value, rounded to dtype.scale), the rope columns stored in
+  // dtype.rope. Returns the scale of each (row, head), empty when the input is not scaled.
+  std::vector<float> set_input(char which, const std::vector<float>& values);
+  // Where value (row r, head h, column d) of input `which` sits in the input's device layout
+  // with the whole head (rope columns included): the layout of npy files of that input.
+  size_t input_index(char which, int r, int h, int d) const;
+  // The shape of input `which`'s scale tensor as the kernels read it: [1] per tensor, [heads]
+  // per head, per token [batch, heads, seqlen] ([heads, total rows] where the rows are packed);
+  // empty when the config does not scale the input.
+  std::vector<int64_t> scale_shape(char which) const;
+  // Replaces that tensor with `values` (scale_shape's layout), stored in dtype.scale per token,
+  // fp32 otherwise.
+  void set_scales(char which, const std::vector<float>& values);
+
  private:
   struct Buffer;
   Config config_;
@@ -92,9 +110,24 @@ class DeviceProblem {
   void plan_pages(uint64_t seed);
   void use_page_table(const std::vector<int>& need);
   void upload_inputs(uint64_t seed);
+  // One device tensor of an input: its element type, host-order extent, and the columns of the
+  // host copy it fills; `which` names the scales it takes ('q', 'k', 'v'; 0: none).
+  struct TensorSlot {
+    CUdeviceptr dst = 0;
+    const ElementType* type = nullptr;
+    int rows = 0, heads = 0, dim = 0, host_dim = 0, host_offset = 0;
+    std::vector<float>* host = nullptr;
+    bool is_q = false;
+    char which = 0;
+    CUdeviceptr* scale_dst = nullptr;
+  };
+  std::pair<TensorSlot, TensorSlot> slots(char which);  // the nope (or whole) part and the rope part
+  std::vector<float> write_input(const TensorSlot& t, std::vector<float> values);
   // Quantised inputs (scales.q/k/v): the scale of each group of `host` and the device tensor
   // of scales; `host` then holds the dequantised values.
   void upload_scales(char which, const std::vector<float>& scales, CUdeviceptr& dst);
+  ScaleGranularity granularity(char which) const;  // of input 'q', 'k' or 'v' (else none)
+  bool packed_scales(char which) const;            // per-token scales as [heads, total rows]
   std::vector<float> quantise(char which, std::vector<float>& host_values, int rows, int heads, int dim) const;
   // (batch entry, position in it) of host row r of the queries or keys.
   std::pair<int, int> row_position(bool is_q, int r) const;

@@ -328,6 +328,7 @@ TEST(CliUsage, BadCommandLinesExitWithUsageErrors) {
       {"precompile", (s / "missing.json").string()},
       {"-v", "-q", "config", "schema"},
       {"run", kDefault, "--layout", "sbhd"},
+      {"run", kDefault, "--load-k-scale", (s / "k_scale.npy").string()},  // without --load-k
       {"bench", kDefault, "--iters", "5"},
   };
   for (const auto& args : bad) {

@@ -7,8 +7,10 @@
 #include "runtime/device.hpp"
 #include "runtime/driver.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 namespace flashjit::testing {
 namespace {
@@ -110,6 +112,80 @@ TEST(Fp8Reference, AgreesWithFp64OnDequantisedInputs) {
     DeviceProblem problem(c, fp8_shape(k), run_seed());
     expect_reference_matches_cpu(c, problem, k.label);
   }
+}
+
+// Inputs given as float32 values (what `flashjit run --load-q` passes on): each (row, head) of
+// per-token Q and K gets amax / 448 as its scale, per-head V one scale per head; the device scale
+// tensors hold them in the documented layout, the host copies the dequantised values, and the
+// kernel still matches the reference on them.
+TEST(QuantisedInputs, GivenValuesAreQuantisedPerGroupAndTheKernelMatchesTheReference) {
+  FLASHJIT_REQUIRE_GPU();
+  const Fp8Case& k = fp8_cases()[3];  // e4m3, per-token Q and K (fp32 scales), per-head V
+  const Config c = fp8_config(k);
+  auto kernel = get_kernel(c);
+  DeviceProblem problem(c, fp8_shape(k), run_seed());
+  const ProblemShape& s = problem.shape();
+  std::vector<float> q_scales;
+  for (char which : {'q', 'k', 'v'}) {
+    const bool is_q = which == 'q';
+    const int rows = is_q ? problem.rows_q() : problem.rows_k(), heads = is_q ? s.heads_q : s.heads_k;
+    const int dim = which == 'v' ? c.head_dim.v : c.head_dim.qk;
+    // Magnitudes that differ by row and head, so every group has its own scale.
+    std::vector<float> values(size_t(rows) * heads * dim);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const size_t group = i / dim;
+      values[i] = std::sin(0.37f * float(i)) * float(1 + group % 7) * (which == 'v' ? float(1 + group % heads) : 1.f);
+    }
+    const std::vector<float> scales = problem.set_input(which, values);
+    ASSERT_EQ(scales.size(), size_t(rows) * heads) << which;
+    // The groups' amax: a row of a head (per token), or a whole head (V, per head).
+    std::vector<float> amax(size_t(rows) * heads, 0.f), head_amax(heads, 0.f);
+    for (size_t i = 0; i < values.size(); ++i) {
+      amax[i / dim] = std::max(amax[i / dim], std::fabs(values[i]));
+      head_amax[(i / dim) % heads] = std::max(head_amax[(i / dim) % heads], std::fabs(values[i]));
+    }
+    for (size_t g = 0; g < amax.size(); ++g) {
+      const float m = which == 'v' ? head_amax[g % heads] : amax[g];
+      ASSERT_EQ(scales[g], float(double(m) / 448.0)) << which << " group " << g;
+    }
+    if (is_q) q_scales = scales;
+    const std::vector<float>& host = is_q ? problem.host_q() : which == 'k' ? problem.host_k() : problem.host_v();
+    for (size_t i = 0; i < values.size(); ++i) {
+      const float sc = scales[i / dim];
+      ASSERT_LE(std::fabs(host[i] - values[i]), 0.0625f * std::fabs(values[i]) + sc * 0x1p-9f) << which << " value " << i;
+    }
+  }
+  EXPECT_EQ(problem.scale_shape('q'), (std::vector<int64_t>{s.batch, s.heads_q, s.seqlen_q}));
+  EXPECT_EQ(problem.scale_shape('v'), (std::vector<int64_t>{s.heads_k}));
+  // The per-token Q scales on the device: [batch, heads, seqlen].
+  std::vector<float> device(size_t(s.batch) * s.heads_q * s.seqlen_q);
+  FLASHJIT_CU(driver().cuMemcpyDtoH(device.data(), reinterpret_cast<CUdeviceptr>(problem.args().q_scale.data),
+                                     device.size() * 4));
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.heads_q; ++h)
+      for (int t = 0; t < s.seqlen_q; ++t)
+        ASSERT_EQ(device[(size_t(b) * s.heads_q + h) * s.seqlen_q + t],
+                  q_scales[(size_t(b) * s.seqlen_q + t) * s.heads_q + h]);
+  const CheckResult r = check_against_reference(*kernel, c, problem);
+  std::printf("[check] %-44s %-56s rel=%.3e lse=%.2e nonfinite=%zu %s\n", "e4m3_given_values_per_token",
+              problem.shape().describe().c_str(), r.rel_error, r.lse_max_error, r.nonfinite, r.passed ? "ok" : "FAIL");
+  EXPECT_TRUE(r.passed) << r.summary();
+  expect_reference_matches_cpu(c, problem, "e4m3_given_values_per_token");
+}
+
+// Scales given as a tensor (`--load-v-scale`): the count is checked against the documented
+// shape, and the tensor is replaced as given.
+TEST(QuantisedInputs, GivenScaleTensorsAreCheckedAndStored) {
+  FLASHJIT_REQUIRE_GPU();
+  const Config c = fp8_config(fp8_cases()[3]);  // per-head V: fp32 [heads_k]
+  DeviceProblem problem(c, fp8_shape(fp8_cases()[3]), run_seed());
+  EXPECT_THROW(problem.set_scales('v', {0.5f}), ArgumentError);
+  const std::vector<float> given = {0.5f, 2.f};
+  ASSERT_EQ(problem.scale_shape('v'), (std::vector<int64_t>{2}));
+  problem.set_scales('v', given);
+  std::vector<float> device(2);
+  FLASHJIT_CU(driver().cuMemcpyDtoH(device.data(), reinterpret_cast<CUdeviceptr>(problem.args().v_scale.data), 8));
+  EXPECT_EQ(device, given);
 }
 
 }  // namespace
