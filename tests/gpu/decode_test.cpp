@@ -1,5 +1,6 @@
 // The decode family on the GPU: every page-size class, split counts from one to many, groups 1-16,
-// 1-16 query tokens (causal among themselves), cache lengths 0, 1, 15, 16, 17, 4095 and 65537
+// 1-16 query tokens (causal among themselves), eight-warp tiles (BN 64 and 128), cache lengths
+// 0, 1, 15, 16, 17, 4095 and 65537
 // (at most 1025 with FLASHJIT_TEST_SHAPES=small),
 // windows, ragged queries, against the fp32 reference (itself checked against fp64 on the CPU
 // with paged inputs); the combine pass alone against a CPU merge of the splits' partials; bad
@@ -25,6 +26,7 @@ struct DecodeCase {
   Mask mask;
   bool varlen;
   int splits;  // 0: chosen per launch
+  int warps = 0, bn = 0;  // tuning.num_warps and BN; 0: the defaults
 };
 void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.label; }
 
@@ -40,6 +42,8 @@ Config decode_config(const DecodeCase& k) {
   if (k.page) c.kv_layout = {true, k.page};
   c.tuning.family = Family::decode;
   c.tuning.max_seqlen_q = k.tokens;
+  if (k.warps) c.tuning.num_warps = k.warps;
+  if (k.bn) c.tuning.BN = k.bn;
   return c;
 }
 
@@ -104,6 +108,11 @@ const std::vector<DecodeCase>& decode_cases() {
       {"bf16_d128_g4_q1_page16_seven_splits", DType::bf16, 128, 4, 1, 16, Mask::none, false, 7},
       {"bf16_d128_g4_q1_page16_many_splits", DType::bf16, 128, 4, 1, 16, Mask::none, false, 128},
       {"bf16_d96_g3_q3_page8_causal", DType::bf16, 96, 3, 3, 8, Mask::causal, false, 0},
+      // Eight warps: two key warps per 16-row block at 64 rows, eight at 16 (the tuning
+      // variants the benchmark compares).
+      {"bf16_d128_g4_q16_page16_causal_w8_bn128", DType::bf16, 128, 4, 16, 16, Mask::causal, false, 0, 8, 128},
+      {"bf16_d128_g4_q16_page16_causal_w8", DType::bf16, 128, 4, 16, 16, Mask::causal, false, 0, 8, 0},
+      {"bf16_d128_g8_q1_page16_w8_bn128", DType::bf16, 128, 8, 1, 16, Mask::none, false, 0, 8, 128},
   };
   return cases;
 }
