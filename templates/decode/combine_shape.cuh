@@ -5,19 +5,13 @@
 //   slice i / chunks, so a row with many splits has many loads in flight instead of one chain.
 #pragma once
 
-#if !defined(FLASHJIT_DECODE_HOST_DEVICE)
-#if defined(__CUDACC__)
-#define FLASHJIT_DECODE_HOST_DEVICE __host__ __device__
-#else
-#define FLASHJIT_DECODE_HOST_DEVICE
-#endif
-#endif
+#include "common/host_device.cuh"
 
 namespace flashjit::decode {
 
 inline constexpr int kCombineThreads = 128;
 
-FLASHJIT_DECODE_HOST_DEVICE constexpr int combine_chunks(int head_dim_v) { return head_dim_v / 8; }
-FLASHJIT_DECODE_HOST_DEVICE constexpr int combine_slices(int head_dim_v) { return kCombineThreads / combine_chunks(head_dim_v); }
+FLASHJIT_HOST_DEVICE constexpr int combine_chunks(int head_dim_v) { return head_dim_v / 8; }
+FLASHJIT_HOST_DEVICE constexpr int combine_slices(int head_dim_v) { return kCombineThreads / combine_chunks(head_dim_v); }
 
 }  // namespace flashjit::decode

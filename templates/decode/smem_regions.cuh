@@ -11,13 +11,7 @@
 //   flag       16 bytes past both: set when a page-table entry named no page of the cache
 #pragma once
 
-#if !defined(FLASHJIT_DECODE_HOST_DEVICE)
-#if defined(__CUDACC__)
-#define FLASHJIT_DECODE_HOST_DEVICE __host__ __device__
-#else
-#define FLASHJIT_DECODE_HOST_DEVICE
-#endif
-#endif
+#include "common/host_device.cuh"
 
 namespace flashjit::decode {
 
@@ -33,7 +27,7 @@ struct SmemRegions {
   int total;
 };
 
-FLASHJIT_DECODE_HOST_DEVICE constexpr SmemRegions smem_regions(SmemShape s) {
+FLASHJIT_HOST_DEVICE constexpr SmemRegions smem_regions(SmemShape s) {
   SmemRegions r{};
   r.q_offset = 0;
   r.k_offset = s.block_m * s.head_dim_qk * 2;

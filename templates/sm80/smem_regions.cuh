@@ -9,11 +9,7 @@
 // Tiles hold the mma.sync operand type, 16-bit, whatever the inputs are stored in.
 #pragma once
 
-#if defined(__CUDACC__)
-#define FLASHJIT_SM80_HOST_DEVICE __host__ __device__
-#else
-#define FLASHJIT_SM80_HOST_DEVICE
-#endif
+#include "common/host_device.cuh"
 
 namespace flashjit::sm80 {
 
@@ -30,7 +26,7 @@ struct SmemRegions {
   int total;
 };
 
-FLASHJIT_SM80_HOST_DEVICE constexpr SmemRegions smem_regions(SmemShape s) {
+FLASHJIT_HOST_DEVICE constexpr SmemRegions smem_regions(SmemShape s) {
   SmemRegions r{};
   const int e = kSmemElementBytes;
   r.q_offset = 0;

@@ -10,11 +10,7 @@
 // Tiles start 1 KB aligned: 128-byte-swizzled TMA boxes repeat their pattern every 8 rows.
 #pragma once
 
-#if defined(__CUDACC__)
-#define FLASHJIT_HOST_DEVICE __host__ __device__
-#else
-#define FLASHJIT_HOST_DEVICE
-#endif
+#include "common/host_device.cuh"
 
 namespace flashjit::sm90 {
 
