@@ -17,6 +17,9 @@ median of --iters launches timed with CUDA events, and µs per call.
   sustained  --sustain-s seconds of the library's own back-to-back launches first, then the
              timed launches back to back (no flush, no pause), as in serving; the board sits at
              its power cap. Cache copies rotate so small caches are not served from L2.
+  graph      the same launches captured in a CUDA graph (GRAPH_CALLS per replay), replayed for
+             --sustain-s seconds, then timed replay by replay: no host launch path, as an
+             engine that replays its decode steps runs them (--modes idle,sustained,graph).
 Each timed window records the SM clock, the power draw and the clock-limit reasons at its end,
 and (sustained) the energy per call: that power times the median call (NVML's energy counter
 advances in steps too coarse for the window; bench/nvml.py).
@@ -176,6 +179,8 @@ def cudnn_paged(torch, p, inp, causal):
     ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
 
     def call(s):
+        # On torch's current stream, so events bracket it and a graph capture records it.
+        cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
         g.execute({qt: inp.q[s].transpose(1, 2), kt: kc, vt: vc, tk: tables[s], tv: tables[s], sq: seq_q,
                    skv: seq_kv, ot: o}, ws, handle=handle)
         return o.transpose(1, 2)
@@ -254,9 +259,57 @@ def time_calls(torch, calls, mode, args, flush, gpu):
     return result
 
 
+GRAPH_CALLS = 8  # calls captured in one CUDA graph (graph mode); a replay's time is divided by them
+
+
+def time_graph(torch, calls, args, gpu):
+    """graph mode: GRAPH_CALLS calls (cycling the input sets) captured in one CUDA graph after a
+    warm-up on the capture stream, replayed back to back for --sustain-s seconds, then --iters
+    replays timed; a call's time is a replay's over GRAPH_CALLS. The kernels under sustained load
+    without the host's launch path, as an engine that replays its decode steps sees them."""
+    n = len(calls)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for i in range(max(2, n)):  # per-stream state (workspaces, plans) exists before capture
+            calls[i % n]()
+    stream.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for i in range(GRAPH_CALLS):
+            calls[i % n]()
+    torch.cuda.synchronize()
+    end = time.time() + args.sustain_s
+    while time.time() < end:
+        graph.replay()
+    torch.cuda.synchronize()
+    energy0 = gpu.energy_mj()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
+    stops = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
+    for i in range(args.iters):
+        starts[i].record()
+        graph.replay()
+        stops[i].record()
+    torch.cuda.synchronize()
+    samples = sorted(a.elapsed_time(b) / GRAPH_CALLS for a, b in zip(starts, stops))
+    tele = gpu.sample(energy0)
+    median = samples[len(samples) // 2]
+    result = {"median_ms": median, "min_ms": samples[0], "samples_ms": samples, "calls_per_replay": GRAPH_CALLS,
+              **tele}
+    if tele["power_w"] is not None:
+        result["energy_per_call_j"] = tele["power_w"] * median * 1e-3
+    del graph
+    return result
+
+
 def rel_error(torch, a, b):
     a, b = a.double(), b.double()
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def error_text(e):
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {msg}"[:300]
 
 
 def measure(torch, args, gpu, on_point=None):
@@ -299,13 +352,18 @@ def measure(torch, args, gpu, on_point=None):
                 elif reference is not None and not contiguous:
                     entry["rel_error_vs_flashjit"] = rel_error(torch, out, reference)
                 for mode in args.modes:
-                    t = time_calls(torch, calls, mode, args, flush, gpu)
+                    try:
+                        t = time_graph(torch, calls, args, gpu) if mode == "graph" else \
+                            time_calls(torch, calls, mode, args, flush, gpu)
+                    except Exception as e:  # noqa: BLE001  (a library that cannot be captured)
+                        torch.cuda.synchronize()
+                        entry[f"{mode}_error"] = error_text(e)
+                        continue
                     t["gbps"] = p.bytes() / (t["median_ms"] * 1e-3) / 1e9
                     t["us_per_call"] = t["median_ms"] * 1e3
                     entry[mode] = t
             except Exception as e:  # noqa: BLE001
-                msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-                entry["error"] = f"{type(e).__name__}: {msg}"[:300]
+                entry["error"] = error_text(e)
             row["libraries"][name] = entry
         results.append(row)
         del inp
@@ -328,7 +386,9 @@ def markdown(results, args, env):
              f"peers: {', '.join(f'{k} {v}' for k, v in env.get('peers', {}).items())}.", "",
              "GB/s of Q, the cached K and V, and O per launch (median of "
              f"{args.iters}); µs per call in brackets. idle: a pause before each point and an L2 flush before "
-             f"each launch; sustained: {args.sustain_s} s of the library's own launches first, no flush.", ""]
+             f"each launch; sustained: {args.sustain_s} s of the library's own launches first, no flush; graph: "
+             f"the same after capturing {GRAPH_CALLS} calls in a CUDA graph, timed per replay (no host launch path).",
+             ""]
     names = list(args.libraries)
     for mode in args.modes:
         lines += [f"## {mode}", "", "| point | " + " | ".join(LIBRARIES[n][0] for n in names) + " | SM MHz / W |",
@@ -375,7 +435,7 @@ def main():
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--pages", default="16,64")
     ap.add_argument("--libraries", default="flashjit,flashjit-contiguous,cudnn,flashinfer,sdpa")
-    ap.add_argument("--modes", default="idle,sustained")
+    ap.add_argument("--modes", default="idle,sustained", help="idle, sustained and/or graph")
     ap.add_argument("--non-causal", dest="causal", action="store_false",
                     help="steps of several tokens see each other whole (default: causal among themselves)")
     ap.add_argument("--iters", type=int, default=30)
@@ -398,6 +458,9 @@ def main():
     args.heads, args.pages = heads_list(args.heads), parse_list(args.pages)
     args.libraries = [x for x in args.libraries.split(",") if x]
     args.modes = [x for x in args.modes.split(",") if x]
+    for mode in args.modes:
+        if mode not in ("idle", "sustained", "graph"):
+            ap.error(f"--modes: unknown {mode} (known: idle, sustained, graph)")
     for name in args.libraries:
         if name not in LIBRARIES:
             ap.error(f"--libraries: unknown {name} (known: {', '.join(LIBRARIES)})")

@@ -52,6 +52,67 @@ class DecodeCompare(unittest.TestCase):
             with open(args.markdown) as f:
                 self.assertNotIn("measured so far", f.read())
 
+    def test_graph_mode_captures_the_calls_once_and_times_replays_per_call(self):
+        # A stand-in for torch.cuda that records what runs where: events 8 ms apart per replay.
+        import argparse
+        import contextlib
+
+        log = []
+
+        class Event:
+            clock = [0.0]
+
+            def __init__(self, enable_timing=False):
+                self.t = None
+
+            def record(self):
+                Event.clock[0] += 4.0
+                self.t = Event.clock[0]
+
+            def elapsed_time(self, other):
+                return other.t - self.t
+
+        class Graph:
+            def replay(self):
+                log.append("replay")
+
+        capturing = [False]
+
+        @contextlib.contextmanager
+        def graph(g, stream=None):
+            capturing[0] = True
+            yield
+            capturing[0] = False
+
+        class Stream:
+            def wait_stream(self, other):
+                pass
+
+            def synchronize(self):
+                pass
+
+        cuda = argparse.Namespace(Stream=Stream, CUDAGraph=Graph, graph=graph, Event=Event,
+                                  stream=lambda s: contextlib.nullcontext(), current_stream=lambda: Stream(),
+                                  synchronize=lambda: None)
+        fake_torch = argparse.Namespace(cuda=cuda)
+
+        class Gpu:
+            def energy_mj(self):
+                return None
+
+            def sample(self, energy0):
+                return {"sm_mhz": 1980, "power_w": 700.0}
+
+        calls = [lambda s=s: log.append(("capture" if capturing[0] else "warm", s)) for s in range(3)]
+        args = argparse.Namespace(sustain_s=0.0, iters=5)
+        r = dc.time_graph(fake_torch, calls, args, Gpu())
+        captured = [x for x in log if isinstance(x, tuple) and x[0] == "capture"]
+        self.assertEqual([s for _, s in captured], [i % 3 for i in range(dc.GRAPH_CALLS)])
+        self.assertEqual([x for x in log if x == "replay"], ["replay"] * 5)
+        self.assertEqual(r["median_ms"], 4.0 / dc.GRAPH_CALLS)  # 4 ms between an event pair, per call
+        self.assertEqual(r["calls_per_replay"], dc.GRAPH_CALLS)
+        self.assertAlmostEqual(r["energy_per_call_j"], 700.0 * 4.0 / dc.GRAPH_CALLS * 1e-3)
+
     def test_nvml_names_a_gpu_by_its_prefixed_uuid(self):
         self.assertEqual(nvml.nvml_uuid("8d3e0a1c-1111-2222-3333-444455556666"), "GPU-8d3e0a1c-1111-2222-3333-444455556666")
         self.assertEqual(nvml.nvml_uuid("GPU-8d3e0a1c"), "GPU-8d3e0a1c")
