@@ -6,7 +6,9 @@ loaded libstdc++ first: flashjit._core (libstdc++ binds to the extension's copie
 torch (libstdc++ binds to its own, the extension to its copies). The mixed case crashed in
 locale code (std::regex in flashjit, number formatting in torch) on Ubuntu 24.04 with the
 extension built by g++ 13. With libstdc++ global first, every module binds to libstdc++'s own
-definitions.
+definitions. The extension now exports PyInit__core alone (python/src/exports.map), which takes
+its copies out of every other module's reach as well; the preload stays until the machine where
+the crash was seen has run without it.
 """
 
 from __future__ import annotations
