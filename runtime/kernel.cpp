@@ -3,6 +3,7 @@
 #include "runtime/flashjit.hpp"
 
 #include "cache/memory_table.hpp"
+#include "generator/arch.hpp"
 #include "generator/generate.hpp"
 #include "generator/resolve.hpp"
 #include "runtime/device.hpp"
@@ -13,6 +14,7 @@
 #include "runtime/workspaces.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace flashjit {
@@ -49,6 +51,10 @@ class LoadedKernel final : public Kernel {
     int per_sm = 0;
     FLASHJIT_CU(d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, functions_[0], li.threads, li.smem_bytes));
     limits_.ctas_per_sm = std::max(1, per_sm);
+    // A pass may overlap the one before only where its code waits for it (griddepcontrol, in
+    // kernels compiled for sm_90 and later) and the device honours the launch attribute.
+    const std::optional<ArchInfo> target = parse_arch(config_.arch);
+    dependent_launches_ = device_.cc_major >= 9 && target && target->major >= 9;
   }
   // Modules live as long as the process: the table that owns kernels is never destroyed, so
   // nothing unloads a module after the driver has shut down.
@@ -109,7 +115,7 @@ class LoadedKernel final : public Kernel {
     cfg.hStream = stream;
     CUlaunchAttribute attr[2];
     set_cluster(cfg, attr, pass.cluster_m);
-    if (pass.overlaps_previous && device_.cc_major >= 9) {
+    if (pass.overlaps_previous && dependent_launches_) {
       attr[cfg.numAttrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
       attr[cfg.numAttrs].value.programmaticStreamSerializationAllowed = 1;
       cfg.attrs = attr;
@@ -157,6 +163,7 @@ class LoadedKernel final : public Kernel {
   CUmodule module_ = nullptr;
   std::vector<CUfunction> functions_;  // the entry, then LaunchInfo::passes
   DeviceLimits limits_;
+  bool dependent_launches_ = false;  // PassLaunch::overlaps_previous is honoured
 };
 
 // Loaded kernels by (context, kind, config): configs are compared field by field, so the warm
