@@ -99,7 +99,7 @@ std::string load_input(const std::string& file, const std::string& scale_file, T
                        DeviceProblem& problem) {
   const char which = which_of(role);
   const std::string flag = std::string("--load-") + which;
-  const ScaleGranularity g = which == 'q' ? c.scales.q : which == 'k' ? c.scales.k : c.scales.v;
+  const ScaleGranularity g = problem.granularity(which);
   const NpyArray a = read_npy(file);
   const auto expected = npy_shape(role, c, problem.shape(), problem.rows_q(), problem.rows_k(), problem.num_pages());
   const bool floats = a.descr.substr(1) == "f4";

@@ -206,7 +206,7 @@ std::pair<int, int> DeviceProblem::row_position(bool is_q, int r) const {
 // the stored values over their scale. Returns one scale per (row, head).
 std::vector<float> DeviceProblem::quantise(char which, std::vector<float>& values, int rows, int heads,
                                            int dim) const {
-  const ScaleGranularity g = which == 'q' ? config_.scales.q : which == 'k' ? config_.scales.k : config_.scales.v;
+  const ScaleGranularity g = granularity(which);
   const ElementType& type = element_type(config_.dtype.qkv);
   const double target = is_float8(config_.dtype.qkv) ? type.max_finite : 4.0;
   const ElementType& stored = element_type(g == ScaleGranularity::per_token ? config_.dtype.scale.value_or(DType::fp32)
@@ -281,7 +281,7 @@ void DeviceProblem::set_scales(char which, const std::vector<float>& values) {
 }
 
 // The device scale tensor of one quantised input from the scale of each (row, head).
-void DeviceProblem::upload_scales(char which, const std::vector<float>& per_row, CUdeviceptr&) {
+void DeviceProblem::upload_scales(char which, const std::vector<float>& per_row) {
   const bool is_q = which == 'q';
   const int heads = is_q ? shape_.heads_q : shape_.heads_k;
   const int rows = is_q ? rows_q_ : rows_k_;
@@ -311,10 +311,8 @@ void DeviceProblem::upload_scales(char which, const std::vector<float>& per_row,
 // the tensor's device positions, and its dequantised values copied into columns
 // [host_offset, host_offset + dim) of the host copy. Returns the scales (empty: unscaled).
 std::vector<float> DeviceProblem::write_input(const TensorSlot& t, std::vector<float> values) {
-  const ScaleGranularity g = t.which == 'q' ? config_.scales.q : t.which == 'k' ? config_.scales.k
-                             : t.which == 'v' ? config_.scales.v : ScaleGranularity::none;
   std::vector<float> scale;
-  if (g != ScaleGranularity::none) scale = quantise(t.which, values, t.rows, t.heads, t.dim);
+  if (granularity(t.which) != ScaleGranularity::none) scale = quantise(t.which, values, t.rows, t.heads, t.dim);
   // Device rows no host row maps to (unused pages) hold NaN, so reading one shows.
   const int device_rows = t.is_q ? rows_q_ : device_rows_k_;
   std::vector<unsigned char> dev(size_t(device_rows) * t.heads * t.dim * t.type->bytes, 0xff);
@@ -328,7 +326,7 @@ std::vector<float> DeviceProblem::write_input(const TensorSlot& t, std::vector<f
         (*t.host)[(size_t(r) * t.heads + hh) * t.host_dim + t.host_offset + d] = load_element(*t.type, slot) * sc;
       }
   FLASHJIT_CU(driver().cuMemcpyHtoD(t.dst, dev.data(), dev.size()));
-  if (!scale.empty()) upload_scales(t.which, scale, *t.scale_dst);
+  if (!scale.empty()) upload_scales(t.which, scale);
   return scale;
 }
 
@@ -338,12 +336,12 @@ std::pair<DeviceProblem::TensorSlot, DeviceProblem::TensorSlot> DeviceProblem::s
   const ElementType& in = element_type(config_.dtype.qkv);
   const ElementType& rope = element_type(config_.dtype.rope.value_or(config_.dtype.qkv));
   if (which == 'q')
-    return {{q_, &in, rows_q_, shape_.heads_q, h.nope(), h.qk, 0, &hq_, true, 'q', &q_scale_},
-            {q_rope_, &rope, rows_q_, shape_.heads_q, h.rope, h.qk, h.nope(), &hq_, true, 0, nullptr}};
+    return {{q_, &in, rows_q_, shape_.heads_q, h.nope(), h.qk, 0, &hq_, true, 'q'},
+            {q_rope_, &rope, rows_q_, shape_.heads_q, h.rope, h.qk, h.nope(), &hq_, true, 0}};
   if (which == 'k')
-    return {{k_, &in, rows_k_, shape_.heads_k, h.nope(), h.qk, 0, &hk_, false, 'k', &k_scale_},
-            {k_rope_, &rope, rows_k_, shape_.heads_k, h.rope, h.qk, h.nope(), &hk_, false, 0, nullptr}};
-  return {{v_, &in, rows_k_, shape_.heads_k, h.v, h.v, 0, &hv_, false, 'v', &v_scale_}, {}};
+    return {{k_, &in, rows_k_, shape_.heads_k, h.nope(), h.qk, 0, &hk_, false, 'k'},
+            {k_rope_, &rope, rows_k_, shape_.heads_k, h.rope, h.qk, h.nope(), &hk_, false, 0}};
+  return {{v_, &in, rows_k_, shape_.heads_k, h.v, h.v, 0, &hv_, false, 'v'}, {}};
 }
 
 void DeviceProblem::upload_inputs(uint64_t seed) {

@@ -88,6 +88,7 @@ class DeviceProblem {
   // per head, per token [batch, heads, seqlen] ([heads, total rows] where the rows are packed);
   // empty when the config does not scale the input.
   std::vector<int64_t> scale_shape(char which) const;
+  ScaleGranularity granularity(char which) const;  // the config's scales of input 'q', 'k' or 'v'
   // Replaces that tensor with `values` (scale_shape's layout), stored in dtype.scale per token,
   // fp32 otherwise.
   void set_scales(char which, const std::vector<float>& values);
@@ -119,14 +120,12 @@ class DeviceProblem {
     std::vector<float>* host = nullptr;
     bool is_q = false;
     char which = 0;
-    CUdeviceptr* scale_dst = nullptr;
   };
   std::pair<TensorSlot, TensorSlot> slots(char which);  // the nope (or whole) part and the rope part
   std::vector<float> write_input(const TensorSlot& t, std::vector<float> values);
   // Quantised inputs (scales.q/k/v): the scale of each group of `host` and the device tensor
   // of scales; `host` then holds the dequantised values.
-  void upload_scales(char which, const std::vector<float>& scales, CUdeviceptr& dst);
-  ScaleGranularity granularity(char which) const;  // of input 'q', 'k' or 'v' (else none)
+  void upload_scales(char which, const std::vector<float>& scales);
   bool packed_scales(char which) const;            // per-token scales as [heads, total rows]
   std::vector<float> quantise(char which, std::vector<float>& host_values, int rows, int heads, int dim) const;
   // (batch entry, position in it) of host row r of the queries or keys.

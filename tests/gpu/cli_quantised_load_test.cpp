@@ -47,6 +47,15 @@ void save_e4m3(const std::string& file, const std::vector<int64_t>& shape, const
   cli::write_npy(file, "|u1", shape, bits.data(), bits.size());
 }
 
+// The config and Q, K, V (bshd, one sequence) in `s`, written by `save`.
+void save_inputs(const Scratch& s, void (*save)(const std::string&, const std::vector<int64_t>&,
+                                                 const std::vector<float>&)) {
+  s.write("cfg.json", kConfig);
+  save((s / "q.npy").string(), {1, kSq, kHeads, kD}, values(size_t(kSq) * kHeads * kD, 0.1f));
+  save((s / "k.npy").string(), {1, kSk, kHeads, kD}, values(size_t(kSk) * kHeads * kD, 0.7f));
+  save((s / "v.npy").string(), {1, kSk, kHeads, kD}, values(size_t(kSk) * kHeads * kD, 1.3f));
+}
+
 Outcome run(const Scratch& s, std::vector<std::string> extra) {
   std::vector<std::string> args = {"run", (s / "cfg.json").string(), "--arch", "native", "--batch", "1",
                                    "--seqlen-q", std::to_string(kSq), "--seqlen-k", std::to_string(kSk),
@@ -59,11 +68,7 @@ Outcome run(const Scratch& s, std::vector<std::string> extra) {
 TEST(CliQuantisedLoad, Float32InputsAreQuantisedAndReported) {
   FLASHJIT_REQUIRE_GPU();
   Scratch s;
-  s.write("cfg.json", kConfig);
-  const std::vector<int64_t> q_shape = {1, kSq, kHeads, kD}, k_shape = {1, kSk, kHeads, kD};
-  save_floats((s / "q.npy").string(), q_shape, values(size_t(kSq) * kHeads * kD, 0.1f));
-  save_floats((s / "k.npy").string(), k_shape, values(size_t(kSk) * kHeads * kD, 0.7f));
-  save_floats((s / "v.npy").string(), k_shape, values(size_t(kSk) * kHeads * kD, 1.3f));
+  save_inputs(s, save_floats);
   const Outcome o = run(s, {"--load-q", (s / "q.npy").string(), "--load-k", (s / "k.npy").string(), "--load-v",
                             (s / "v.npy").string()});
   ASSERT_EQ(o.code, 0) << o.err;
@@ -78,11 +83,7 @@ TEST(CliQuantisedLoad, Float32InputsAreQuantisedAndReported) {
 TEST(CliQuantisedLoad, Fp8InputsTakeTheirScaleFiles) {
   FLASHJIT_REQUIRE_GPU();
   Scratch s;
-  s.write("cfg.json", kConfig);
-  const std::vector<int64_t> q_shape = {1, kSq, kHeads, kD}, k_shape = {1, kSk, kHeads, kD};
-  save_e4m3((s / "q.npy").string(), q_shape, values(size_t(kSq) * kHeads * kD, 0.1f));
-  save_e4m3((s / "k.npy").string(), k_shape, values(size_t(kSk) * kHeads * kD, 0.7f));
-  save_e4m3((s / "v.npy").string(), k_shape, values(size_t(kSk) * kHeads * kD, 1.3f));
+  save_inputs(s, save_e4m3);
   std::vector<float> q_scale(size_t(kHeads) * kSq);
   for (size_t i = 0; i < q_scale.size(); ++i) q_scale[i] = 0.01f * float(1 + i % 9);
   save_floats((s / "q_scale.npy").string(), {1, kHeads, kSq}, q_scale);
