@@ -1,6 +1,7 @@
 // The sm90 family: Hopper forward with TMA loads on mbarrier rings, wgmma (SS for QK^T, RS for
 // PV), a producer warpgroup and 1-3 consumer warpgroups with setmaxnreg, ping-pong scheduling
 // between consumers, and transient, persistent or dynamic tile schedulers.
+#include "generator/element_types.hpp"
 #include "generator/emit.hpp"
 #include "generator/family.hpp"
 #include "generator/resolve.hpp"
@@ -47,7 +48,7 @@ struct SmemPlan {
 // uses too; here we only choose which optional regions fit.
 SmemPlan smem_plan(const Config& c, const Sm90Tile& t, const ArchInfo& arch) {
   sm90::SmemShape shape{t.BM(), t.BN, c.head_dim.qk, c.head_dim.v, dtype_bytes(c.dtype.qkv),
-                        dtype_bytes(c.dtype.out), t.stages, 1, 0};
+                        dtype_bytes(c.dtype.out), t.stages, 1, 0, is_float8(c.dtype.qkv)};
   auto bytes = [&] { return sm90::smem_regions(shape).total; };
   const int limit = arch.max_smem_per_block;
   SmemPlan p;
@@ -76,8 +77,12 @@ long long lpt_l2_bytes(const Config& c, Scheduler scheduler) {
 
 // Registers each consumer thread gets after setmaxnreg (the producer keeps 24-56); how large a
 // tile fits them without spills is sm90_spill_free_bn's (measured) table.
-int consumer_regs(int cwg) { return cwg == 1 ? 256 : cwg == 2 ? 240 : 160; }
-int producer_regs(int cwg) { return cwg == 1 ? 56 : cwg == 2 ? 24 : 32; }
+// fp8 kernels' producer warpgroup also transposes V (three warps), which takes 40 registers.
+int consumer_regs(int cwg, bool fp8) { return cwg == 1 ? 256 : cwg == 2 ? (fp8 ? 232 : 240) : (fp8 ? 152 : 160); }
+int producer_regs(int cwg, bool fp8) { return cwg == 1 ? 56 : fp8 ? 40 : cwg == 2 ? 24 : 32; }
+
+// fp8 P V steps take 32 keys (k32), so fp8 tiles come in multiples of 32 keys.
+int bn_step(const Config& c) { return is_float8(c.dtype.qkv) ? 32 : 16; }
 
 std::string mask_phrase(const Config& c) {
   return c.mask == Mask::none ? "no mask" : std::string("a ") + to_string(c.mask) + " mask";
@@ -91,22 +96,34 @@ class Sm90Family final : public KernelFamily {
     if (!arch.has_wgmma())
       return ConfigIssue{"arch", "\"" + arch.name + "\"",
                          "the sm90 family needs the sm_90a target (wgmma, setmaxnreg)"};
-    if (c.dtype.qkv != DType::bf16 && c.dtype.qkv != DType::fp16)
-      return ConfigIssue{"dtype.qkv", std::string("\"") + to_string(c.dtype.qkv) + "\"",
-                         "the sm90 family computes on bf16 or fp16 inputs (fp8 is not implemented yet)"};
-    if (c.head_dim.qk % 64 || c.head_dim.qk > 256)
-      return ConfigIssue{"head_dim.qk", std::to_string(c.head_dim.qk),
-                         "the sm90 family needs a multiple of 64 up to 256 (128-byte TMA panels)"};
-    if (c.head_dim.v % 64 || c.head_dim.v > 256)
-      return ConfigIssue{"head_dim.v", std::to_string(c.head_dim.v),
-                         "the sm90 family needs a multiple of 64 up to 256 (128-byte TMA panels)"};
+    // 128-byte TMA panels: 64 columns of a 16-bit type, 128 of fp8.
+    const bool fp8 = is_float8(c.dtype.qkv);
+    const int panel = fp8 ? 128 : 64;
+    const std::string dims = "the sm90 family needs a multiple of " + std::to_string(panel) +
+                             " up to 256 (128-byte TMA panels of " + to_string(c.dtype.qkv) +
+                             (fp8 ? "; other fp8 head dims run on the sm80 family)" : ")");
+    if (c.head_dim.qk % panel || c.head_dim.qk > 256)
+      return ConfigIssue{"head_dim.qk", std::to_string(c.head_dim.qk), dims};
+    if (c.head_dim.v % panel || c.head_dim.v > 256)
+      return ConfigIssue{"head_dim.v", std::to_string(c.head_dim.v), dims};
+    if (fp8 && c.dtype.out != DType::bf16 && c.dtype.out != DType::fp16)
+      return ConfigIssue{"dtype.out", std::string("\"") + to_string(c.dtype.out) + "\"",
+                         "the sm90 family writes fp8 attention's output in bf16 or fp16"};
     if (c.head_dim.rope > 0)
       return ConfigIssue{"head_dim.rope", std::to_string(c.head_dim.rope),
                          "the sm90 family does not implement separate rope tensors yet"};
     if (c.kv_layout.paged)
       return ConfigIssue{"kv_layout.paged", "true",
                          "the sm90 family reads contiguous caches (paged configs run on the sm80 family)"};
-    if (auto scaled = scale_issues(c, "the sm90 family does not implement quantisation scales yet (the sm80 family does)"); !scaled.empty()) return scaled.front();
+    if (!fp8)
+      if (auto scaled = scale_issues(c, "the sm90 family applies quantisation scales to fp8 inputs (scaled 16-bit inputs run on the sm80 family)");
+          !scaled.empty())
+        return scaled.front();
+    // Per-tensor and per-head scales are one number per tile, per-token Q scales one per row;
+    // per-token K scales would scale every score column and run on the sm80 family.
+    if (c.scales.k == ScaleGranularity::per_token)
+      return ConfigIssue{"scales.k", "\"per_token\"",
+                         "the sm90 family takes per_tensor or per_head K scales (per_token runs on the sm80 family)"};
     return std::nullopt;
   }
 
@@ -171,6 +188,8 @@ class Sm90Family final : public KernelFamily {
           std::to_string(64 * cwg) + ")");
     if (*t.BN < 16 || *t.BN > 256 || *t.BN % 16)
       bad("BN", *t.BN, "must be a multiple of 16 between 16 and 256 (wgmma N)");
+    else if (*t.BN % bn_step(c))
+      bad("BN", *t.BN, "must be a multiple of 32 for fp8 inputs (P V takes 32 keys per wgmma step)");
     if (*t.num_kv_stages < 2 || *t.num_kv_stages > 4)
       bad("num_kv_stages", *t.num_kv_stages, "must be 2, 3 or 4");
     rules::only_value(t.swizzle, 128, "swizzle", kName, issues);
@@ -178,6 +197,8 @@ class Sm90Family final : public KernelFamily {
     rules::only_value(t.num_pv_stages, 1, "num_pv_stages", kName, issues);
     rules::only_value(t.splitk_partitions, 1, "splitk_partitions", kName, issues);
     rules::only_value(t.shared_kv, false, "shared_kv", kName, issues);
+    if (*t.pair_cta && is_float8(c.dtype.qkv))
+      issues.push_back({"tuning.pair_cta", "true", "the sm90 family's fp8 kernels run single CTAs"});
     if (*t.pair_cta && *t.scheduler == Scheduler::dynamic)
       issues.push_back({"tuning.scheduler", "\"dynamic\"",
                         "pair_cta clusters take their tiles from a static order: use \"persistent\" or "
@@ -216,6 +237,7 @@ class Sm90Family final : public KernelFamily {
     int threads = 128 * (cwg + 1);
     bool dynamic = *t.scheduler == Scheduler::dynamic;
     bool persistent = dynamic || *t.scheduler == Scheduler::persistent;
+    const bool fp8 = is_float8(c.dtype.qkv);
     KernelSource s = source_skeleton(c, arch, kName, threads, smem_bytes(c));
     s.launch.persistent = persistent;
     s.launch.tile_counter = dynamic;
@@ -236,8 +258,8 @@ class Sm90Family final : public KernelFamily {
                      {"kTmaStoreO", plan.o_slabs ? "true" : "false"},
                      {"kPairCta", *t.pair_cta ? "true" : "false"},
                      {"kQStages", std::to_string(plan.q_stages)},
-                     {"kProducerRegs", std::to_string(producer_regs(cwg))},
-                     {"kConsumerRegs", std::to_string(consumer_regs(cwg))},
+                     {"kProducerRegs", std::to_string(producer_regs(cwg, fp8))},
+                     {"kConsumerRegs", std::to_string(consumer_regs(cwg, fp8))},
                      {"kThreads", std::to_string(threads)},
                      {"kSmemBytes", std::to_string(s.launch.smem_bytes)}}) +
              "#include \"sm90/wgmma.cuh\"\n\n" + wgmma::specialisations(c.dtype.qkv, widths) +
@@ -269,9 +291,15 @@ class Sm90Family final : public KernelFamily {
              : d <= 128 ? (masked ? (causal && len.at_least(8192) ? 176 : 128) : (len.at_most(2048) ? 128 : 176))
              : d <= 192 ? (window ? 96 : 112)
                         : (window || (masked && len.at_most(1024)) ? 64 : 80);
+    // fp8: d128 without a mask BN 192, masked BN 128 (H200, e4m3 S16k, sustained TFLOP/s:
+    // non-causal 699 vs 654 at BN 128; causal BN 192 takes one consumer, 501 vs 658); d256 takes
+    // the 16-bit table's spill-free limit (P is half the registers, the consumers have 8 fewer).
+    if (is_float8(c.dtype.qkv)) bn = d <= 128 ? (masked ? 128 : 192) : 256;
     const int spill_free = sm90_spill_free_bn(c, cwg, c.tuning.pair_cta.value_or(false));
-    while (bn > 16 && (smem_plan(c, {cwg, bn, stages}, arch).bytes > arch.max_smem_per_block || bn > spill_free))
-      bn -= 16;
+    const int step = bn_step(c);
+    bn -= bn % step;
+    while (bn > step && (smem_plan(c, {cwg, bn, stages}, arch).bytes > arch.max_smem_per_block || bn > spill_free))
+      bn -= step;
     return bn;
   }
 };

@@ -36,6 +36,22 @@ template <> __device__ __forceinline__ u32 pack2<fp16_t>(float lo, float hi) {
   return r;
 }
 
+// Four floats -> one register of four fp8 values, `b0` in the lowest byte; rounded to nearest,
+// saturating at the type's largest finite value. sm_89 and later (cvt .e4m3x2 / .e5m2x2).
+template <class T> __device__ __forceinline__ u32 pack4(float b0, float b1, float b2, float b3);
+template <> __device__ __forceinline__ u32 pack4<e4m3_t>(float b0, float b1, float b2, float b3) {
+  u32 r;
+  asm("{\n.reg .b16 lo, hi;\ncvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\ncvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      "mov.b32 %0, {lo, hi};\n}" : "=r"(r) : "f"(b0), "f"(b1), "f"(b2), "f"(b3));
+  return r;
+}
+template <> __device__ __forceinline__ u32 pack4<e5m2_t>(float b0, float b1, float b2, float b3) {
+  u32 r;
+  asm("{\n.reg .b16 lo, hi;\ncvt.rn.satfinite.e5m2x2.f32 lo, %2, %1;\ncvt.rn.satfinite.e5m2x2.f32 hi, %4, %3;\n"
+      "mov.b32 %0, {lo, hi};\n}" : "=r"(r) : "f"(b0), "f"(b1), "f"(b2), "f"(b3));
+  return r;
+}
+
 __device__ __forceinline__ float to_float(bf16_t x) { return __uint_as_float(u32(x.bits) << 16); }
 __device__ __forceinline__ float to_float(fp16_t x) {
   float f;

@@ -9,6 +9,10 @@
 //                    while this tile finishes. O goes out through a shared-memory slab per
 //                    consumer and a TMA store where the slabs fit (kTmaStoreO), else from
 //                    registers.
+//   fp8 (1-byte elements): 8-bit wgmma takes B K-major only, so warps 1-3 of the producer
+//                    warpgroup transpose each V stage into Vt (v_transpose.cuh), which the
+//                    consumers' P V reads; P is packed to fp8 with a max offset of 8. Q/K scales
+//                    fold into each row's softmax scale, V scales into the final 1 / sum.
 //   pair_cta (kPair): clusters of two CTAs on adjacent m blocks of one head share K/V. Rank 0
 //                    multicasts each K tile into both CTAs, rank 1 each V tile, so each CTA
 //                    fetches half the K/V bytes from L2. Both walk the union of their KV
@@ -19,6 +23,7 @@
 #include "common/element_traits.cuh"
 #include "common/mask.cuh"
 #include "common/params.cuh"
+#include "common/scales.cuh"
 #include "common/scheduler.cuh"
 #include "common/seqinfo.cuh"
 #include "common/types.cuh"
@@ -28,6 +33,7 @@
 #include "sm90/ptx.cuh"
 #include "sm90/smem_layout.cuh"
 #include "sm90/softmax.cuh"
+#include "sm90/v_transpose.cuh"
 #include "sm90/wgmma.cuh"
 
 namespace flashjit::sm90 {
@@ -64,6 +70,10 @@ struct ForwardKernel {
                       TransientScheduler<kLongestFirst, kClusterM>>::type>::type;
   using Pipe = StageBarriers<Layout, kStages, kPair>;
   using State = PipelineState<kStages>;
+  static constexpr bool kTransposeV = Layout::kTransposeV;
+  using Transpose = VTranspose<T::kBlockN, T::kHeadDimV>;
+  using Softmax = OnlineSoftmax<T::kBlockN, kTransposeV ? 8 : 0>;
+  static constexpr int kPSteps = BN / Traits::kMmaK;  // K steps of P V; one u32[4] of P each
 
   static constexpr u32 kQBytes = BM * DQK * sizeof(Element);
   static constexpr u32 kKBytes = BN * DQK * sizeof(Element);
@@ -81,6 +91,7 @@ struct ForwardKernel {
   static_assert(BM == 64 * kCwg, "each consumer warpgroup owns 64 rows");
   static_assert(BN % 16 == 0 && BN <= 256 && DV <= 256, "wgmma N limits");
   static_assert(!(kPair && T::kDynamic), "pair_cta clusters take tiles from a static schedule");
+  static_assert(!(kPair && kTransposeV), "fp8 kernels run single CTAs");
 
   __device__ __forceinline__ static TileRange own_range(const AttentionParams& p, const WorkTile& w) {
     TileRange r;
@@ -125,7 +136,7 @@ struct ForwardKernel {
   // no Q. With pair_cta both CTAs arm every stage for the whole tile, and rank 0 multicasts K,
   // rank 1 V.
   __device__ __forceinline__ static bool produce_tile(const AttentionParams& p, const Layout& smem, const WorkTile& w,
-                                      State& kv, u32 tiles, const Pipe& kpipe, const Pipe& vpipe) {
+                                      State& kv, u32 tiles, const Pipe& kpipe, const Pipe& vpipe, u32& v_fills) {
     const TileRange r = range(p, w);
     if (!kPair && r.skip) return false;
     const int batch = T::kVarlen ? 0 : w.batch;
@@ -152,6 +163,7 @@ struct ForwardKernel {
       vpipe.producer_acquire(kv, kVBytes, leader);
       if (loads_v) load_kv(smem.v(kv.index), &p.tma_v, vpipe.full(kv.index), row, kv_head, batch, evict_last);
       kv.advance();
+      ++v_fills;
     }
     return !r.skip;
   }
@@ -171,20 +183,54 @@ struct ForwardKernel {
     const Pipe vpipe{smem, Layout::kVFull, Layout::kVEmpty};
     Scheduler sched = scheduler(smem);
     State kv;
-    u32 tiles = 0;
+    u32 tiles = 0, v_fills = 0;
     for (SchedulerState st = sched.initial(p); sched.valid(p, st);) {
       if constexpr (Scheduler::kDynamic) {
         const int ticket = sched.draw(p);
-        tiles += produce_tile(p, smem, sched.work(p, st), kv, tiles, kpipe, vpipe);
+        tiles += produce_tile(p, smem, sched.work(p, st), kv, tiles, kpipe, vpipe, v_fills);
         st = sched.publish(ticket);
       } else {
-        tiles += produce_tile(p, smem, sched.work(p, st), kv, tiles, kpipe, vpipe);
+        tiles += produce_tile(p, smem, sched.work(p, st), kv, tiles, kpipe, vpipe, v_fills);
         st = sched.advance(p, st);
+      }
+    }
+    // The transposers wait on V fills and cannot see the schedule: one last, empty fill of the
+    // next stage, with the fill count published before it, tells them to stop.
+    if constexpr (kTransposeV) {
+      mbar_wait(vpipe.empty(kv.index), kv.phase ^ 1);
+      if ((threadIdx.x & 31) == 0) {
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem.loads_done_flag()), "r"(v_fills + 1) : "memory");
+        mbar_arrive(vpipe.full(kv.index));
       }
     }
     if constexpr (kPair) {
       kpipe.producer_tail(kv);
       vpipe.producer_tail(kv);
+    }
+  }
+
+  // ---- V transposers (fp8) ---------------------------------------------------------------
+
+  // Warps 1-3 of the producer warpgroup: each V fill becomes a Vt stage. A warp frees the V stage
+  // and fills its share of Vt with one arrival each (both barriers count the three warps).
+  __device__ static void transpose_v(const Layout& smem) {
+    const int t = threadIdx.x - 32;
+    State st;
+#pragma unroll 1
+    for (u32 fills = 0;; ++fills) {
+      mbar_wait(smem.barrier(Layout::kVFull + st.index), st.phase);
+      u32 total;
+      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(total) : "r"(smem.loads_done_flag()) : "memory");
+      if (total != 0 && fills + 1 == total) break;  // the producer's closing fill
+      mbar_wait(smem.barrier(Layout::kVtEmpty + st.index), st.phase ^ 1);
+      Transpose::stage(smem.v(st.index), smem.vt(st.index), t);
+      fence_proxy_async_shared();  // Vt is read by wgmma, through the async proxy
+      __syncwarp();
+      if ((threadIdx.x & 31) == 0) {
+        mbar_arrive(smem.barrier(Layout::kVtFull + st.index));
+        mbar_arrive(smem.barrier(Layout::kVEmpty + st.index));
+      }
+      st.advance();
     }
   }
 
@@ -204,15 +250,20 @@ struct ForwardKernel {
     }
   }
 
-  // O += P V; V is MN-major: kMmaK key rows (that many 128-byte rows of a panel) per step,
-  // panels BN*128 apart. wgmma transposes only 16-bit operands.
-  __device__ __forceinline__ static void issue_pv(float (&o)[DV / 2], const u32 (&pf)[BN / 16][4],
+  // O += P V. 16-bit: V is MN-major, kMmaK key rows (that many 128-byte rows of a panel) per
+  // step, panels BN*128 apart. fp8: Vt is K-major like K, 32 keys (bytes) of a 128-key panel
+  // row per step, panels DV*128 apart.
+  __device__ __forceinline__ static void issue_pv(float (&o)[DV / 2], const u32 (&pf)[kPSteps][4],
                                                   const Layout& smem, int stage) {
-    static_assert(Traits::kBytes == 2, "an MN-major V operand must be 16-bit");
 #pragma unroll
-    for (int kk = 0; kk < BN / Traits::kMmaK; ++kk) {
-      const u32 v = smem.v(stage) + kk * (Traits::kMmaK * 128);
-      Wgmma<Element, DV>::rs(o, pf[kk], make_desc(v, BN * 128, 1024), 1);
+    for (int kk = 0; kk < kPSteps; ++kk) {
+      if constexpr (kTransposeV) {
+        const u32 vt = smem.vt(stage) + (kk / 4) * (DV * 128) + (kk % 4) * 32;
+        Wgmma<Element, DV>::rs(o, pf[kk], make_desc(vt, 16, 1024), 1);
+      } else {
+        const u32 v = smem.v(stage) + kk * (Traits::kMmaK * 128);
+        Wgmma<Element, DV>::rs(o, pf[kk], make_desc(v, BN * 128, 1024), 1);
+      }
     }
   }
 
@@ -264,7 +315,9 @@ struct ForwardKernel {
   __device__ static void consume(const AttentionParams& p, const Layout& smem, int wg) {
     const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31;
     const Pipe kpipe{smem, Layout::kKFull, Layout::kKEmpty};
-    const Pipe vpipe{smem, Layout::kVFull, Layout::kVEmpty};
+    // fp8: P V reads the transposers' Vt stages.
+    const Pipe vpipe{smem, kTransposeV ? Layout::kVtFull : Layout::kVFull, kTransposeV ? Layout::kVtEmpty : Layout::kVEmpty};
+    const Scales<T> scales = Scales<T>::make(p);
     Scheduler sched = scheduler(smem);
     State kv;
     u32 tiles = 0;
@@ -280,18 +333,29 @@ struct ForwardKernel {
       if (r.skip) continue;
       const AttentionMask<T::kMask> mask{r.seq.seqlen_q, r.seq.seqlen_k, p.window_left, p.window_right};
       const int warp_row0 = r.m0 + 64 * wg + 16 * warp;  // this warp's first row in the sequence
+      const int kv_head = w.head / T::kGroup;
+      // Each row's softmax scale with the Q and K dequantisation scales folded in.
+      float row_scale[2];
+      const float k_scale = scales.k.at(w.batch, kv_head, 0, 0);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = warp_row0 + (lane >> 2) + 8 * h;
+        const float q_scale = T::kQScale != ScaleKind::kPerToken || row < r.seq.seqlen_q
+                                  ? scales.q.at(w.batch, w.head, r.seq.q_start, row) : 1.f;
+        row_scale[h] = p.softmax_scale_log2 * q_scale * k_scale;
+      }
 
       float o[DV / 2];
 #pragma unroll
       for (int i = 0; i < DV / 2; ++i) o[i] = 0.f;
-      OnlineSoftmax<BN> softmax;
+      Softmax softmax;
       softmax.init();
       const int qs = q_stage(tiles);
       mbar_wait(smem.barrier(Layout::kQFull + qs), q_phase(tiles));
 
       if (has_kv) {
         float s[BN / 2];
-        u32 pf[BN / 16][4];
+        u32 pf[kPSteps][4];
         float correction[2];
         int n = r.n_max - 1;
         kpipe.consumer_wait(kv);
@@ -305,11 +369,11 @@ struct ForwardKernel {
         kpipe.consumer_release(kv);
         if (kReleaseQEarly && n == r.n_min) release_q(smem, qs);
         if (n >= r.n_unmasked_max || n < r.n_unmasked_min)
-          OnlineSoftmax<BN>::apply_mask(s, mask, warp_row0, n * BN);
-        softmax.update(s, p.softmax_scale_log2, correction);
-        OnlineSoftmax<BN>::template pack_probabilities<Element>(s, pf);
+          Softmax::apply_mask(s, mask, warp_row0, n * BN);
+        softmax.update(s, row_scale, correction);
+        Softmax::template pack_probabilities<Element>(s, pf);
 #pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) fence_operand(pf[kk]);
+        for (int kk = 0; kk < kPSteps; ++kk) fence_operand(pf[kk]);
         State v_read = kv;
         kv.advance();
 
@@ -329,21 +393,21 @@ struct ForwardKernel {
           fence_operand(s);
           kpipe.consumer_release(kv);
           if (n >= r.n_unmasked_max || n < r.n_unmasked_min)
-            OnlineSoftmax<BN>::apply_mask(s, mask, warp_row0, n * BN);
-          softmax.update(s, p.softmax_scale_log2, correction);
+            Softmax::apply_mask(s, mask, warp_row0, n * BN);
+          softmax.update(s, row_scale, correction);
           wgmma_wait<0>();
           fence_operand(o);
 #pragma unroll
-          for (int kk = 0; kk < BN / 16; ++kk) fence_operand(pf[kk]);
+          for (int kk = 0; kk < kPSteps; ++kk) fence_operand(pf[kk]);
           vpipe.consumer_release(v_read);
           if (kReleaseQEarly && n == r.n_min) release_q(smem, qs);
           rescale_rows(o, correction);
-          OnlineSoftmax<BN>::template pack_probabilities<Element>(s, pf);
+          Softmax::template pack_probabilities<Element>(s, pf);
           // Pin the new O and P before the next wgmma fence; otherwise the compiler sinks the
           // conversions past it and ptxas has to inject a warpgroup.arrive (C7519).
           fence_operand(o);
 #pragma unroll
-          for (int kk = 0; kk < BN / 16; ++kk) fence_operand(pf[kk]);
+          for (int kk = 0; kk < kPSteps; ++kk) fence_operand(pf[kk]);
           v_read = kv;
           kv.advance();
         }
@@ -357,14 +421,15 @@ struct ForwardKernel {
         wgmma_wait<0>();
         fence_operand(o);
 #pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) fence_operand(pf[kk]);
+        for (int kk = 0; kk < kPSteps; ++kk) fence_operand(pf[kk]);
         vpipe.consumer_release(v_read);
         if constexpr (kPair) skip_kv(kpipe, vpipe, kv, r.n_min - r.kv_min);  // and below it
       }
       if (!kReleaseQEarly || !has_kv) release_q(smem, qs);
 
       softmax.finalize();
-      const float inv[2] = {softmax.inv_sum(0), softmax.inv_sum(1)};
+      const float v_scale = scales.v.at(w.batch, kv_head, 0, 0);
+      const float inv[2] = {softmax.inv_sum(0) * v_scale, softmax.inv_sum(1) * v_scale};
       rescale_rows(o, inv);
       store_o(o, p, smem, w, r, wg, o_pending);
       if (T::kWriteLse && p.lse != nullptr && (lane & 3) == 0) {
@@ -390,12 +455,20 @@ struct ForwardKernel {
         mbar_init(smem.barrier(Layout::kQFull + s), 1);
         mbar_init(smem.barrier(Layout::kQEmpty + s), 4 * kCwg);
       }
+      // fp8: the transposer warps free V and fill Vt; the consumers free Vt.
+      constexpr u32 kVReaders = kTransposeV ? kVTransposerWarps : 4 * kCwg * kClusterM;
       for (int s = 0; s < kStages; ++s) {
         mbar_init(smem.barrier(Layout::kKFull + s), 1);
         mbar_init(smem.barrier(Layout::kKEmpty + s), 4 * kCwg * kClusterM);
         mbar_init(smem.barrier(Layout::kVFull + s), 1);
-        mbar_init(smem.barrier(Layout::kVEmpty + s), 4 * kCwg * kClusterM);
+        mbar_init(smem.barrier(Layout::kVEmpty + s), kVReaders);
+        if constexpr (kTransposeV) {
+          mbar_init(smem.barrier(Layout::kVtFull + s), kVTransposerWarps);
+          mbar_init(smem.barrier(Layout::kVtEmpty + s), 4 * kCwg);
+        }
       }
+      if constexpr (kTransposeV)
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem.loads_done_flag()), "r"(0u) : "memory");
       for (int s = 0; s < 2; ++s) {
         mbar_init(smem.barrier(Layout::kTileFull + s), 1);
         mbar_init(smem.barrier(Layout::kTileEmpty + s), 4 * kCwg);
@@ -409,6 +482,7 @@ struct ForwardKernel {
     if (warpgroup == 0) {
       regs_decrease<T::kProducerRegs>();
       if (threadIdx.x < 32) produce(p, smem);
+      else if constexpr (kTransposeV) transpose_v(smem);
     } else {
       regs_increase<T::kConsumerRegs>();
       consume(p, smem, warpgroup - 1);

@@ -2,8 +2,9 @@
 // seeds' SM100AttentionSMem idea), taken from smem_regions.cuh, which the generator sizes tiles
 // with. Tiles are stored as the TMA box {panel columns, rows, panels} writes them with 128-byte
 // swizzle: [panel][row][128 bytes].
-//   mbarriers: Q full/empty, K full/empty and V full/empty per stage, and the dynamic
-//   scheduler's tile ring (full/empty per slot); then its two tile-index slots
+//   mbarriers: Q full/empty, K full/empty and V full/empty per stage, the dynamic scheduler's
+//   tile ring (full/empty per slot), and with fp8 the transposed V's full/empty per stage; then
+//   the scheduler's two tile-index slots and the producer's end-of-loads flag
 #pragma once
 
 #include "common/element_traits.cuh"
@@ -19,10 +20,13 @@ struct SmemLayout {
   static constexpr int kPanelElems = Traits::kPanelElems;
   static constexpr int kQPanels = T::kHeadDimQK / kPanelElems;
   static constexpr int kVPanels = T::kHeadDimV / kPanelElems;
+  // 8-bit wgmma reads B K-major only: V is transposed in shared memory (Vt) by the producer
+  // warpgroup's spare warps.
+  static constexpr bool kTransposeV = Traits::kBytes == 1;
 
   static constexpr SmemRegions kRegions = smem_regions(
       {T::kBlockM, T::kBlockN, T::kHeadDimQK, T::kHeadDimV, kElementBytes, int(sizeof(typename T::OutElement)),
-       T::kStages, T::kQStages, T::kTmaStoreO ? T::kConsumerWarpgroups : 0});
+       T::kStages, T::kQStages, T::kTmaStoreO ? T::kConsumerWarpgroups : 0, kTransposeV});
   static constexpr int kOSlabBytes = kRegions.o_slab_bytes;
   static constexpr int kTotalBytes = kRegions.total;
 
@@ -35,7 +39,9 @@ struct SmemLayout {
   static constexpr int kVEmpty = kVFull + T::kStages;
   static constexpr int kTileFull = kVEmpty + T::kStages;
   static constexpr int kTileEmpty = kTileFull + 2;
-  static constexpr int kNumBarriers = kTileEmpty + 2;
+  static constexpr int kVtFull = kTileEmpty + 2;
+  static constexpr int kVtEmpty = kVtFull + T::kStages;
+  static constexpr int kNumBarriers = kVtEmpty + T::kStages;
 
   static_assert(T::kQStages == 1 || T::kQStages == 2, "one or two Q buffers");
   static_assert(kTotalBytes == T::kSmemBytes, "host and device disagree on the shared-memory size");
@@ -48,10 +54,14 @@ struct SmemLayout {
   __device__ __forceinline__ u32 q(int stage) const { return base + kRegions.q_offset + stage * kRegions.q_stage_bytes; }
   __device__ __forceinline__ u32 k(int stage) const { return base + kRegions.k_offset + stage * kRegions.k_stage_bytes; }
   __device__ __forceinline__ u32 v(int stage) const { return base + kRegions.v_offset + stage * kRegions.v_stage_bytes; }
+  // Transposed V of a stage: [key panel][dv rows][128 keys], 128-byte swizzled (fp8 only).
+  __device__ __forceinline__ u32 vt(int stage) const { return base + kRegions.vt_offset + stage * kRegions.vt_stage_bytes; }
   // Consumer warpgroup wg's O slab: [dv / 64 panels][64 rows][64 columns], 128-byte swizzled.
   __device__ __forceinline__ u32 o_slab(int wg) const { return base + kRegions.o_offset + wg * kOSlabBytes; }
   __device__ __forceinline__ u32 barrier(int index) const { return base + kRegions.barrier_offset + 8 * index; }
   __device__ __forceinline__ u32 tile_slot(int i) const { return base + kRegions.tile_slot_offset + 4 * i; }
+  // Set by the producer once it has issued its last load (fp8: ends the V transposers' loop).
+  __device__ __forceinline__ u32 loads_done_flag() const { return tile_slot(2); }
 };
 
 }  // namespace flashjit::sm90

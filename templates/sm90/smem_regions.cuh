@@ -5,6 +5,8 @@
 //   Q     q_stages x BM x dqk (two: the next tile's Q loads while this tile runs)
 //   K     stages x BN x dqk
 //   V     stages x BN x dv
+//   Vt    stages x dv x BN (fp8 only: V transposed to K-major, the only B layout 8-bit wgmma
+//         reads; keys in 128-byte panels, the last one partly used when BN is no multiple of 128)
 //   O     o_slabs x 64 x dv of the output type, the sources of the consumers' TMA stores
 //   1 KB  mbarriers (first 512 B) and the dynamic scheduler's tile-index slots
 // Tiles start 1 KB aligned: 128-byte-swizzled TMA boxes repeat their pattern every 8 rows.
@@ -19,11 +21,12 @@ struct SmemShape {
   int element_bytes, out_bytes;
   int kv_stages, q_stages;
   int o_slabs;  // 0: O is written from registers
+  bool transpose_v = false;
 };
 
 struct SmemRegions {
-  int q_stage_bytes, k_stage_bytes, v_stage_bytes, o_slab_bytes;  // stage strides (aligned)
-  int q_offset, k_offset, v_offset, o_offset, barrier_offset, tile_slot_offset;
+  int q_stage_bytes, k_stage_bytes, v_stage_bytes, vt_stage_bytes, o_slab_bytes;  // stage strides (aligned)
+  int q_offset, k_offset, v_offset, vt_offset, o_offset, barrier_offset, tile_slot_offset;
   int total;
 };
 
@@ -39,11 +42,14 @@ FLASHJIT_HOST_DEVICE constexpr SmemRegions smem_regions(SmemShape s) {
   r.q_stage_bytes = smem_align(s.block_m * s.head_dim_qk * s.element_bytes);
   r.k_stage_bytes = smem_align(s.block_n * s.head_dim_qk * s.element_bytes);
   r.v_stage_bytes = smem_align(s.block_n * s.head_dim_v * s.element_bytes);
+  const int key_panels = (s.block_n * s.element_bytes + 127) / 128;
+  r.vt_stage_bytes = s.transpose_v ? smem_align(key_panels * s.head_dim_v * 128) : 0;
   r.o_slab_bytes = 64 * s.head_dim_v * s.out_bytes;
   r.q_offset = 0;
   r.k_offset = r.q_offset + s.q_stages * r.q_stage_bytes;
   r.v_offset = r.k_offset + s.kv_stages * r.k_stage_bytes;
-  r.o_offset = r.v_offset + s.kv_stages * r.v_stage_bytes;
+  r.vt_offset = r.v_offset + s.kv_stages * r.v_stage_bytes;
+  r.o_offset = r.vt_offset + s.kv_stages * r.vt_stage_bytes;
   r.barrier_offset = r.o_offset + s.o_slabs * r.o_slab_bytes;
   r.tile_slot_offset = r.barrier_offset + 512;
   r.total = r.barrier_offset + kSmemBarrierBytes;

@@ -2,9 +2,13 @@
 // (warp w, lane l) holds rows r0 = 16w + l/4 and r0 + 8; s[4j + e] is row (e < 2 ? r0 : r0 + 8),
 // column 8j + 2(l % 4) + (e & 1). A row's values sit in the 4 lanes of a quad.
 // Scores stay in raw units; the max is kept pre-multiplied by scale*log2(e), so each probability
-// is one FFMA and one EX2: p = 2^(s * scale_log2 - max_scaled).
+// is one FFMA and one EX2: p = 2^(s * scale_log2 - max_scaled + kPOffset). The scale is per row
+// (per-token Q scales fold into it). fp8 probabilities take kPOffset 8: P lies in [0, 256], well
+// inside e4m3's 448 (no saturation), and small probabilities keep their mantissa bits instead of
+// falling into e4m3's subnormals; the offset cancels in O / sum and is taken out of the LSE.
 #pragma once
 
+#include "common/element_traits.cuh"
 #include "common/mask.cuh"
 #include "common/types.cuh"
 
@@ -19,7 +23,7 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-template <int kBlockN>
+template <int kBlockN, int kPOffset = 0>
 struct OnlineSoftmax {
   static constexpr int kRegs = kBlockN / 2;
   float max_scaled[2];  // running row max times scale_log2; -inf while the row saw no key
@@ -54,23 +58,24 @@ struct OnlineSoftmax {
   // probabilities in place; returns the factor the old O must be scaled by. The fp32
   // probabilities are packed (pack_probabilities) only once the previous P.V has finished, so
   // the packed P of the previous tile and the new one are never live together.
-  __device__ __forceinline__ void update(float (&s)[kRegs], float scale_log2, float (&correction)[2]) {
+  __device__ __forceinline__ void update(float (&s)[kRegs], const float (&scale_log2)[2], float (&correction)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float m = neg_inf();
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j) m = fmaxf(m, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
-      m = quad_max(m) * scale_log2;
+      m = quad_max(m) * scale_log2[h];
       const float m_new = fmaxf(max_scaled[h], m);
       correction[h] = max_scaled[h] == neg_inf() ? 0.f : exp2_approx(max_scaled[h] - m_new);
       max_scaled[h] = m_new;
       sum[h] *= correction[h];
     }
     // A row that has seen no key yet keeps max -inf; its probabilities are exp2(-inf) = 0.
-    const float m0 = max_scaled[0] == neg_inf() ? 0.f : max_scaled[0];
-    const float m1 = max_scaled[1] == neg_inf() ? 0.f : max_scaled[1];
+    const float m0 = (max_scaled[0] == neg_inf() ? 0.f : max_scaled[0]) - kPOffset;
+    const float m1 = (max_scaled[1] == neg_inf() ? 0.f : max_scaled[1]) - kPOffset;
 #pragma unroll
-    for (int i = 0; i < kRegs; ++i) s[i] = exp2_approx(fmaf(s[i], scale_log2, (i & 2) ? -m1 : -m0));
+    for (int i = 0; i < kRegs; ++i)
+      s[i] = exp2_approx(fmaf(s[i], scale_log2[(i & 2) ? 1 : 0], (i & 2) ? -m1 : -m0));
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
       sum[0] += s[4 * j] + s[4 * j + 1];
@@ -78,14 +83,30 @@ struct OnlineSoftmax {
     }
   }
 
-  // Probabilities as the A operand of the P.V wgmma: chunk kk (columns 16kk..16kk+15) is
-  // {rows r0, r0+8} x {2(l%4), +1, +8, +9}, i.e. s[8kk .. 8kk+7] pairwise.
+  // Probabilities as the A operand of the P.V wgmma, one u32[4] per wgmma K step.
+  //  16-bit: step kk (columns 16kk..16kk+15) is {rows r0, r0+8} x {2(l%4), +1, +8, +9}, i.e.
+  //          s[8kk .. 8kk+7] pairwise.
+  //  8-bit:  step kk (columns 32kk..32kk+31); register j holds row r0 + 8 (j % 2) at fragment
+  //          keys 16 (j / 2) + 4(l%4) .. +3. The accumulator's columns are packed as they lie
+  //          (2(l%4), +1, +8, +9 of each 16), and Vt's keys are permuted to match
+  //          (v_transpose.cuh).
   template <class Element>
-  __device__ __forceinline__ static void pack_probabilities(const float (&s)[kRegs], u32 (&p)[kBlockN / 16][4]) {
+  __device__ __forceinline__ static void pack_probabilities(
+      const float (&s)[kRegs], u32 (&p)[kBlockN / ElementTraits<Element>::kMmaK][4]) {
+    if constexpr (ElementTraits<Element>::kBytes == 2) {
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk)
+      for (int kk = 0; kk < kBlockN / 16; ++kk)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) p[kk][q] = pack2<Element>(s[8 * kk + 2 * q], s[8 * kk + 2 * q + 1]);
+        for (int q = 0; q < 4; ++q) p[kk][q] = pack2<Element>(s[8 * kk + 2 * q], s[8 * kk + 2 * q + 1]);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 32; ++kk)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int b = 16 * kk + 8 * (j / 2) + 2 * (j % 2);
+          p[kk][j] = pack4<Element>(s[b], s[b + 1], s[b + 4], s[b + 5]);
+        }
+    }
   }
 
   // Row sums over the quad; call once after the last tile.
@@ -95,7 +116,7 @@ struct OnlineSoftmax {
   }
   // Natural-log LSE of row h (after finalize).
   __device__ __forceinline__ float lse(int h) const {
-    return sum[h] > 0.f ? (max_scaled[h] + __log2f(sum[h])) * kLn2 : neg_inf();
+    return sum[h] > 0.f ? (max_scaled[h] - kPOffset + __log2f(sum[h])) * kLn2 : neg_inf();
   }
   __device__ __forceinline__ float inv_sum(int h) const { return sum[h] > 0.f ? 1.f / sum[h] : 0.f; }
 };

@@ -48,13 +48,16 @@ INSTANTIATE_TEST_SUITE_P(Targets, ExampleCompiles, ::testing::Values("sm_80", "s
 
 // fp8 inputs with scales, and an fp8 nope part beside a bf16 rope part (MLA prefill), compile for
 // every target from sm_80 on, sm_89 (the first with fp8 tensor cores) included, without spills.
+// Per-token K scales and rope parts run on the sm80 family everywhere; fp8_sm90.json's scales
+// take the sm90 family on sm_90a.
 TEST(Fp8Examples, CompileForEveryTarget) {
-  for (const char* file : {"fp8_scaled.json", "mla_prefill_fp8.json"})
+  for (const char* file : {"fp8_scaled.json", "mla_prefill_fp8.json", "fp8_sm90.json"})
     for (const char* arch : {"sm_80", "sm_89", "sm_90a", "sm_100a"}) {
       Config c = load_config_file(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs/" + file);
       c.arch = arch;
       const Config r = resolve(c);
-      EXPECT_EQ(*r.tuning.family, Family::sm80) << file << " " << arch;
+      const bool hopper = std::string(file) == "fp8_sm90.json" && std::string(arch) == "sm_90a";
+      EXPECT_EQ(*r.tuning.family, hopper ? Family::sm90 : Family::sm80) << file << " " << arch;
       const CompiledKernel k = compile(generate(r));
       EXPECT_EQ(k.report.spill_stores, 0) << file << " spills on " << arch << "\n" << k.log;
       EXPECT_NO_THROW(compile(generate_reference(c))) << file << " " << arch;
@@ -95,6 +98,41 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, Sm90Defaults,
                          [](const auto& info) {
                            return "qk" + std::to_string(info.param.first) + "_v" + std::to_string(info.param.second);
                          });
+
+// The sm90 fp8 tiles it picks by itself, and pinned ones with partial Vt panels, compile without
+// spills or serialised wgmma: both fp8 types, every mask, with and without the LSE, every scale
+// granularity the family takes.
+TEST(Sm90Fp8Defaults, CompileWithoutSpills) {
+  struct Case { DType dtype; int qk, v; Mask mask; bool lse; ScaleGranularity q; int bn; };
+  using G = ScaleGranularity;
+  for (const Case& k : {Case{DType::e4m3, 128, 128, Mask::none, false, G::none, 0},
+                        Case{DType::e4m3, 128, 128, Mask::causal, true, G::per_token, 0},
+                        Case{DType::e4m3, 128, 128, Mask::sliding_window, true, G::per_head, 0},
+                        Case{DType::e5m2, 128, 128, Mask::causal, false, G::per_tensor, 0},
+                        Case{DType::e4m3, 128, 128, Mask::none, true, G::per_token, 160},
+                        Case{DType::e4m3, 256, 256, Mask::none, true, G::per_tensor, 0},
+                        Case{DType::e4m3, 256, 256, Mask::causal, true, G::per_token, 0},
+                        Case{DType::e4m3, 256, 128, Mask::sliding_window, false, G::none, 0},
+                        Case{DType::e4m3, 128, 256, Mask::causal, true, G::per_head, 0}}) {
+    Config c;
+    c.arch = "sm_90a";
+    c.dtype.qkv = k.dtype;
+    c.dtype.out = DType::bf16;
+    c.head_dim = {k.qk, k.v, 0};
+    c.mask = k.mask;
+    c.lse = k.lse;
+    c.scales = {k.q, k.q == G::per_token ? G::per_head : k.q, k.q == G::per_token ? G::per_tensor : k.q};
+    if (k.q == G::per_token) c.dtype.scale = DType::bf16;
+    if (k.bn) c.tuning.BN = k.bn;
+    const Config r = resolve(c);
+    const std::string what = canonical_json(r);
+    ASSERT_EQ(*r.tuning.family, Family::sm90) << what;
+    CompiledKernel compiled = compile(generate(r));
+    EXPECT_EQ(compiled.report.spill_stores, 0) << what << "\n" << compiled.log;
+    for (const char* code : {"C7508", "C7510", "C7515", "C7518", "C7519", "C7520"})
+      EXPECT_FALSE(compiled.report.has_advisory(code)) << code << " in " << what << "\n" << compiled.log;
+  }
+}
 
 // Fields the generator chooses beside ones the user pinned compile without spills too: a spread
 // of single pins (the kinds random configs spilled with), each with the LSE on, where the

@@ -246,17 +246,38 @@ TEST(Config, UnimplementedFeaturesAreRejectedByName) {
   paged["kv_layout"] = {{"paged", true}, {"page_size", 64}};
   paged["tuning"] = {{"family", "sm90"}};
   EXPECT_NE(first_message(paged).find("kv_layout.paged"), std::string::npos);
-  // fp8 inputs and scales are the sm80 family's so far; the sm90 family names them.
+}
+
+// The sm90 family computes fp8 at head dims of whole 128-byte panels (128, 256) with per-tensor
+// or per-head scales and per-token Q scales; what else it lacks it names, and "auto" runs such
+// configs on the sm80 family.
+TEST(Config, Sm90Fp8RulesNameWhatTheFamilyLacks) {
   json fp8 = base();
-  fp8["dtype"]["qkv"] = "e4m3";
+  fp8["arch"] = "sm_90a";
+  fp8["dtype"] = {{"qkv", "e4m3"}, {"out", "bf16"}, {"scale", "bf16"}};
+  fp8["head_dim"] = {{"qk", 128}, {"v", 128}};
+  fp8["scales"] = {{"q", "per_token"}, {"k", "per_head"}, {"v", "per_tensor"}};
   fp8["tuning"] = {{"family", "sm90"}};
-  EXPECT_TRUE(has_issue(issues_of(fp8), "dtype.qkv"));
-  json scaled = base();
-  scaled["scales"] = {{"v", "per_head"}};
-  scaled["tuning"] = {{"family", "sm90"}};
-  EXPECT_TRUE(has_issue(issues_of(scaled), "scales.v"));
+  EXPECT_TRUE(issues_of(fp8).empty()) << first_message(fp8);
+  json d64 = fp8;
+  d64["head_dim"] = {{"qk", 64}, {"v", 64}};
+  EXPECT_TRUE(has_issue(issues_of(d64), "head_dim.qk"));
+  json k_tokens = fp8;
+  k_tokens["scales"]["k"] = "per_token";
+  EXPECT_TRUE(has_issue(issues_of(k_tokens), "scales.k"));
+  json pair = fp8;
+  pair["tuning"]["pair_cta"] = true;
+  EXPECT_TRUE(has_issue(issues_of(pair), "tuning.pair_cta"));
+  json odd_bn = fp8;
+  odd_bn["tuning"]["BN"] = 80;
+  EXPECT_TRUE(has_issue(issues_of(odd_bn), "tuning.BN"));
+  for (json* c : {&d64, &k_tokens}) {
+    c->erase("tuning");
+    EXPECT_TRUE(issues_of(*c).empty()) << first_message(*c);  // auto: the sm80 family
+    EXPECT_EQ(resolve(parse_config(*c)).tuning.family, Family::sm80);
+  }
   fp8.erase("tuning");
-  EXPECT_TRUE(issues_of(fp8).empty()) << first_message(fp8);  // auto: the sm80 family
+  EXPECT_EQ(resolve(parse_config(fp8)).tuning.family, Family::sm90);
 }
 
 // 'a' targets exist from sm_90 on and 'f' targets from sm_100 on; anything else is rejected with

@@ -64,6 +64,29 @@ TEST_F(Sass, Sm90KernelsIssueHgmmaTmaAndRegisterHandOver) {
   }
 }
 
+// fp8 sm90 kernels run both GEMMs on the fp8 tensor-core path (QGMMA, k32): Q·Kᵀ at N = BN and
+// P·V at N = dv, the latter on the transposed V; no HGMMA or HMMA.
+TEST_F(Sass, Sm90Fp8KernelsIssueQgmma) {
+  for (DType dtype : {DType::e4m3, DType::e5m2})
+    for (int d : {128, 256}) {
+      Config c;
+      c.arch = "sm_90a";
+      c.dtype.qkv = dtype;
+      c.head_dim = {d, d, 0};
+      c.mask = Mask::causal;
+      const Config r = resolve(c);
+      ASSERT_EQ(*r.tuning.family, Family::sm90);
+      const std::string sass = disassemble(compile(generate(r)).cubin);
+      const std::string what = canonical_json(r);
+      const std::string type = dtype == DType::e4m3 ? "E4M3.E4M3" : "E5M2.E5M2";
+      EXPECT_GT(count(sass, "QGMMA.64x" + std::to_string(*r.tuning.BN) + "x32.F32." + type), 0u) << "Q·Kᵀ in " << what;
+      EXPECT_GT(count(sass, "QGMMA.64x" + std::to_string(d) + "x32.F32." + type), 0u) << "P·V in " << what;
+      EXPECT_EQ(count(sass, "HGMMA"), 0u) << what;
+      EXPECT_EQ(count(sass, "HMMA."), 0u) << what;
+      EXPECT_GT(count(sass, "UTMALDG"), 0u) << what;
+    }
+}
+
 TEST_F(Sass, Sm80KernelsIssueHmmaNotHgmma) {
   Config c;
   c.arch = "sm_80";
