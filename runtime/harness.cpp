@@ -575,7 +575,9 @@ CheckResult compare_with_reference(const Config& config, const DeviceProblem& pr
       }
     }
   }
-  r.passed = r.nonfinite == 0 && r.rel_error <= r.tolerance && r.lse_max_error <= 1e-2;
+  // The LSE bound follows the dtype's: 1e-2, or a third of the output tolerance where that is
+  // wider (e5m2, whose dequantised values a 16-bit compute type rounds as it loads them).
+  r.passed = r.nonfinite == 0 && r.rel_error <= r.tolerance && r.lse_max_error <= std::max(1e-2, r.tolerance / 3);
   return r;
 }
 

@@ -149,7 +149,9 @@ struct CheckResult {
 // generator/element_types.cpp: bf16 1e-2, fp16 3e-3, e4m3 3e-2, e5m2 6e-2).
 double tolerance_for(DType qkv);
 
-// Runs the reference and `kernel` on `problem` and compares.
+// Runs the reference and `kernel` on `problem` and compares: passed when every output is finite,
+// the relative error is within tolerance_for(qkv), and the LSE within max(1e-2, tolerance / 3)
+// of the reference's.
 CheckResult check_against_reference(const Kernel& kernel, const Config& config,
                                     DeviceProblem& problem, CUstream stream = nullptr);
 // The comparison alone, for outputs both kernels have already written (streams synchronised).
