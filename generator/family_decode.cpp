@@ -3,9 +3,11 @@
 // split pass (templates/decode/split_kv.cuh), which packs the query heads of a KV head times the
 // query tokens into tiles and splits the keys across CTAs, and the combine pass (combine.cuh),
 // which merges the splits. The split count is chosen per launch (runtime/host_decode.cpp)
-// unless tuning.splitk_partitions names one.
+// unless tuning.splitk_partitions names one. fp8 caches (e4m3, e5m2) keep K/V in fp8 through
+// shared memory and widen them in registers (templates/decode/kv_operands.cuh), on every target.
 #include "decode/combine_shape.cuh"
 #include "decode/smem_regions.cuh"
+#include "generator/element_types.hpp"
 #include "generator/emit.hpp"
 #include "generator/family.hpp"
 #include "generator/resolve.hpp"
@@ -25,8 +27,12 @@ constexpr int kRingBytes = 96 * 1024;
 
 int packed_rows(const Config& c) { return c.group * c.tuning.max_seqlen_q.value_or(1); }
 
+int kv_bytes(const Config& c) { return dtype_bytes(c.dtype.qkv); }
+
 int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
-  return decode::smem_regions({bm, bn, c.head_dim.qk, c.head_dim.v, warps, stages}).total;
+  return decode::smem_regions({bm, bn, c.head_dim.qk, c.head_dim.v, warps, stages, kv_bytes(c),
+                               c.scales.k == ScaleGranularity::per_token})
+      .total;
 }
 
 class DecodeFamily final : public KernelFamily {
@@ -34,16 +40,24 @@ class DecodeFamily final : public KernelFamily {
   Family id() const override { return Family::decode; }
 
   std::optional<ConfigIssue> unsupported(const Config& c, const ArchInfo&) const override {
-    if (c.dtype.qkv != DType::bf16 && c.dtype.qkv != DType::fp16)
+    const bool fp8 = is_float8(c.dtype.qkv);
+    if (c.dtype.qkv != DType::bf16 && c.dtype.qkv != DType::fp16 && !fp8)
       return ConfigIssue{"dtype.qkv", std::string("\"") + to_string(c.dtype.qkv) + "\"",
-                         "the decode family reads bf16 or fp16 caches (fp8 caches are not implemented yet)"};
+                         "the decode family reads bf16, fp16, e4m3 or e5m2 caches"};
     if (c.head_dim.qk > 256 || c.head_dim.v > 256)
       return ConfigIssue{"head_dim", std::to_string(c.head_dim.qk) + "/" + std::to_string(c.head_dim.v),
                          "the decode family supports head dims up to 256"};
+    // An fp8 tile row is read 32 values (two 16-byte chunks) per tensor-core step.
+    if (fp8 && (c.head_dim.qk % 32 || c.head_dim.v % 32))
+      return ConfigIssue{"head_dim", std::to_string(c.head_dim.qk) + "/" + std::to_string(c.head_dim.v),
+                         "the decode family reads fp8 caches in head dims that are multiples of 32"};
     if (c.head_dim.rope > 0)
       return ConfigIssue{"head_dim.rope", std::to_string(c.head_dim.rope),
                          "the decode family takes no separate rope tensors (MLA decode is not implemented yet)"};
-    if (auto scaled = scale_issues(c, "the decode family does not implement quantisation scales yet (the sm80 family does)"); !scaled.empty()) return scaled.front();
+    if (!fp8)
+      if (auto scaled = scale_issues(c, "the decode family applies quantisation scales to fp8 caches (scaled 16-bit inputs run on the sm80 family)");
+          !scaled.empty())
+        return scaled.front();
     return std::nullopt;
   }
 
@@ -59,7 +73,7 @@ class DecodeFamily final : public KernelFamily {
     const int warps_n = std::max(1, *t.num_warps / std::max(1, *t.BM / 16));
     if (!t.BN) t.BN = std::max(64, 16 * warps_n);
     if (!t.num_kv_stages) {
-      const int stage = *t.BN * (c.head_dim.qk + c.head_dim.v) * 2;
+      const int stage = *t.BN * (c.head_dim.qk + c.head_dim.v) * kv_bytes(c);
       int stages = std::clamp(kRingBytes / stage, 2, 8);
       while (stages > 2 && smem_for(c, *t.BM, *t.BN, *t.num_warps, stages) > arch.max_smem_per_block) --stages;
       t.num_kv_stages = stages;

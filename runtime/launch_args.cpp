@@ -14,16 +14,18 @@ namespace {
 std::string str(long long v) { return std::to_string(v); }
 
 // `paged`: the batch axis steps over pages, and is checked even for ragged batches. A tensor of
-// no rows (seqlen 0) has no batch stride to check.
-void check_tensor(const char* name, const Tensor& t, bool ragged, bool paged, int64_t rows) {
+// no rows (seqlen 0) has no batch stride to check. Strides are whole 16-byte chunks (the kernels'
+// copy unit): 8 elements of a 16-bit type, 16 of fp8.
+void check_tensor(const char* name, const Tensor& t, DType dtype, bool ragged, bool paged, int64_t rows) {
   if (!t.data) fail(std::string("args.") + name + " is null");
   if (reinterpret_cast<uintptr_t>(t.data) % 16)
     fail(std::string("args.") + name + ".data must be 16-byte aligned (got " +
          std::to_string(reinterpret_cast<uintptr_t>(t.data) % 16) + " bytes past a 16-byte boundary)");
+  const int chunk = 16 / dtype_bytes(dtype);
   auto stride = [&](const char* axis, int64_t s) {
-    if (s <= 0 || s % 8)
-      fail(std::string("args.") + name + "." + axis + " = " + str(s) +
-           ": strides must be positive multiples of 8 elements (16 bytes)");
+    if (s <= 0 || s % chunk)
+      fail(std::string("args.") + name + "." + axis + " = " + str(s) + ": strides must be positive multiples of " +
+           str(chunk) + " elements (16 bytes of " + to_string(dtype) + ")");
   };
   stride("row_stride", t.row_stride);
   stride("head_stride", t.head_stride);
@@ -87,13 +89,14 @@ AttentionParams common_params(const Config& c, const LaunchInfo& launch, const A
   if (a.seqlen_q < 0 || a.seqlen_k < 0) fail("args.seqlen_q/seqlen_k must not be negative");
   if (a.heads_q > 65535 || a.batch > 65535) fail("args.heads_q and args.batch must be at most 65535 (grid limits)");
 
-  check_tensor("q", a.q, ragged, false, a.seqlen_q);
-  check_tensor("k", a.k, ragged, paged, a.seqlen_k);
-  check_tensor("v", a.v, ragged, paged, a.seqlen_k);
-  check_tensor("o", a.o, ragged, false, a.seqlen_q);
+  const DType qkv = c.dtype.qkv, rope = c.dtype.rope.value_or(qkv);
+  check_tensor("q", a.q, qkv, ragged, false, a.seqlen_q);
+  check_tensor("k", a.k, qkv, ragged, paged, a.seqlen_k);
+  check_tensor("v", a.v, qkv, ragged, paged, a.seqlen_k);
+  check_tensor("o", a.o, c.dtype.out, ragged, false, a.seqlen_q);
   if (c.head_dim.rope > 0) {
-    check_tensor("q_rope", a.q_rope, ragged, false, a.seqlen_q);
-    check_tensor("k_rope", a.k_rope, ragged, paged, a.seqlen_k);
+    check_tensor("q_rope", a.q_rope, rope, ragged, false, a.seqlen_q);
+    check_tensor("k_rope", a.k_rope, rope, ragged, paged, a.seqlen_k);
   } else if (a.q_rope.data || a.k_rope.data) {
     fail("args.q_rope/k_rope are set but the config has head_dim.rope = 0");
   }

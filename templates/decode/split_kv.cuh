@@ -15,6 +15,10 @@
 // copies (write_rows), from page-table entries read into registers a tile before that
 // (fetch_rows): no thread waits on a page-table read, neither between its copies nor before
 // its math.
+// fp8 caches (kv_operands.cuh): K and V tiles stay fp8 in shared memory and are widened to fp16
+// after ldmatrix; Q is dequantised into an fp16 tile. K and V scales per tensor or head and the
+// fp8 widening factor are folded into the score scale and into 1/sum; per-token K scales ride in
+// a slot beside each tile's row offsets and scale the scores.
 // Output: with one split, O and the LSE directly; with several, each split's normalised O and
 // its LSE (fp32) into the workspace for the combine pass (combine.cuh).
 // Multi-token steps are causal among themselves (bottom-right aligned, as every mask here).
@@ -23,8 +27,10 @@
 #include "common/kv_policy.cuh"
 #include "common/mask.cuh"
 #include "common/params.cuh"
+#include "common/scales.cuh"
 #include "common/seqinfo.cuh"
 #include "common/types.cuh"
+#include "decode/kv_operands.cuh"
 #include "decode/smem_regions.cuh"
 #include "sm80/warp_gemm.cuh"
 #include "sm80/cp_async.cuh"
@@ -38,8 +44,9 @@ namespace flashjit::decode {
 using sm80::LanePart;
 using sm80::SmemTile;
 
-// Copies rows [0, kRows) of a swizzled tile from global memory, row r from row_ptr(r) (nullptr:
-// zero-filled), all threads of the CTA, 16 bytes per cp.async. One commit group is the caller's.
+// Copies rows [0, kRows) of a swizzled 16-bit tile from global memory, row r from row_ptr(r)
+// (nullptr: zero-filled), all threads of the CTA, 16 bytes per cp.async. One commit group is the
+// caller's.
 template <class Tile, int kThreads, class E, class RowPtr>
 __device__ __forceinline__ void gather_tile(u32 smem, const RowPtr& row_ptr, const E* any, int tid) {
   constexpr int kChunks = Tile::kChunks;
@@ -64,12 +71,18 @@ struct SplitKv {
   static constexpr int kWarpsN = kWarps / kWarpsM;
   static constexpr int kKeys = kBN / kWarpsN;  // keys of a tile each warp takes
   static constexpr int kNT = kKeys / 8, kPSteps = kKeys / 16, kDT = kDV / 8;
+  static constexpr bool kFp8 = IsFp8<E>::value;
+  static constexpr bool kKeyScales = T::kKScale == ScaleKind::kPerToken;
   using QTile = SmemTile<kBM, kDQK>;
-  using KTile = SmemTile<kBN, kDQK>;
-  using VTile = SmemTile<kBN, kDV>;
+  using Ops = KvOperands<E, QTile, kBN, kDQK, kDV>;
+  using CE = typename Ops::Operand;  // Q and P
+  using KTile = typename Ops::KTile;
+  using VTile = typename Ops::VTile;
+  static constexpr int kChunkElems = Ops::kChunkElems;
   using Kv = KvCache<T::kVarlen, T::kPaged, T::kPageSize>;
   using Softmax = sm80::OnlineSoftmax<1, kThreads, false>;
-  static constexpr SmemRegions kR = smem_regions({kBM, kBN, kDQK, kDV, kWarps, kStages});
+  static constexpr SmemRegions kR =
+      smem_regions({kBM, kBN, kDQK, kDV, kWarps, kStages, int(sizeof(E)), kKeyScales});
 
   static_assert(T::kThreads == kThreads, "threads");
   static_assert(kR.total == T::kSmemBytes, "host and device disagree on the shared-memory size");
@@ -77,7 +90,10 @@ struct SplitKv {
   static_assert(kKeys % 16 == 0 && kKeys * kWarpsN == kBN, "each warp takes whole 16-key steps");
   static_assert(kStages >= 2, "a ring of at least two K/V stages");
   static_assert(T::kHeadDimRope == 0, "decode tiles take no separate rope part");
-  static_assert(sizeof(E) == 2 && sizeof(OE) == 2, "16-bit Q/K/V and O");
+  static_assert((sizeof(E) == 2 || kFp8) && sizeof(OE) == 2, "16-bit or fp8 Q/K/V, 16-bit O");
+  static_assert(kFp8 || (T::kQScale == ScaleKind::kNone && T::kKScale == ScaleKind::kNone &&
+                         T::kVScale == ScaleKind::kNone),
+                "quantisation scales come with fp8 caches");
   static_assert(QTile::kBytes == kR.k_offset && KTile::kBytes == kR.k_stage_bytes &&
                     VTile::kBytes == kR.v_stage_bytes,
                 "tile sizes agree with the region arithmetic");
@@ -92,6 +108,8 @@ struct SplitKv {
   int tid, warp, lane, wm, wn, g, t;
   int n_begin, n_end, n_unmasked_lo, n_unmasked_hi;
   LanePart lq, lk, lv;
+  Scales<T> scales;
+  float score_scale_log2;  // softmax scale x K's scale and widening factor, log2 units
   float acc_o[1][kDT][4];
   Softmax softmax;
 
@@ -104,7 +122,8 @@ struct SplitKv {
     return reinterpret_cast<int*>(smem + kR.flag_offset);
   }
 
-  // Row pointers of the CTA's packed query rows (null past the valid rows).
+  // Row pointers of the CTA's packed query rows (null past the valid rows), and (fp8) their
+  // dequantisation scales.
   struct QRows {
     const SplitKv* k;
     const E* base;
@@ -114,6 +133,11 @@ struct SplitKv {
       return base + SeqInfo::offset<T::kVarlen>(k->p.q, k->b, k->seq.q_start, k->token_of(packed),
                                                 k->head_of(packed));
     }
+    __device__ __forceinline__ const E* operator()(int r, float& scale) const {
+      const int packed = k->m0 + r;
+      scale = packed < k->rows ? k->scales.q.at(k->b, k->head_of(packed), k->seq.q_start, k->token_of(packed)) : 0.f;
+      return (*this)(r);
+    }
   };
 
   static constexpr int kRowsPerThread = ceil_div(kBN, kThreads);  // key rows each thread plans
@@ -121,6 +145,11 @@ struct SplitKv {
   // The row offsets in K and V (-1: zero-fill) of the tile in flight to ring stage `stage`.
   __device__ __forceinline__ longlong2* row_slot(int stage) const {
     return reinterpret_cast<longlong2*>(smem + kR.rows_offset + stage * kR.rows_slot_bytes);
+  }
+
+  // Per-token K scales of the tile `n` (slot (n - n_begin) % (kStages + 1)).
+  __device__ __forceinline__ float* key_scale_slot(int n) const {
+    return reinterpret_cast<float*>(smem + kR.key_scale_offset + ((n - n_begin) % (kStages + 1)) * kR.key_scale_slot_bytes);
   }
 
   // The page-table entries of key tile n's rows that this thread plans (paged caches; a no-op
@@ -145,6 +174,7 @@ struct SplitKv {
       i64 ko = -1, vo = -1;
       if (j < kv.seqlen_k && !kv.offsets(entry[e], p.k, p.v, b, j, hk, ko, vo)) *bad_page_flag() = 1;
       slot[r] = make_longlong2(ko, vo);
+      if constexpr (kKeyScales) key_scale_slot(n)[r] = j < kv.seqlen_k ? scales.k.at(b, hk, seq.k_start, j) : 0.f;
     }
   }
 
@@ -158,7 +188,7 @@ struct SplitKv {
       if (kTotal % kThreads != 0 && i >= kTotal) break;
       const int r = i / kChunks, c = i % kChunks;
       const i64 o = rows[r].*kPart;
-      sm80::cp_async_16(dst + Tile::offset(r, c), o >= 0 ? base + o + c * 8 : base, o >= 0);
+      sm80::cp_async_16(dst + Tile::offset(r, c), o >= 0 ? base + o + c * kChunkElems : base, o >= 0);
     }
   }
 
@@ -178,8 +208,8 @@ struct SplitKv {
         if (kTotal % kThreads != 0 && i >= kTotal) break;
         const int r = i / kChunks, c = i % kChunks;
         const longlong2 o = rows[r];
-        sm80::cp_async_16(ks + KTile::offset(r, c), o.x >= 0 ? kbase + o.x + c * 8 : kbase, o.x >= 0);
-        sm80::cp_async_16(vs + VTile::offset(r, c), o.y >= 0 ? vbase + o.y + c * 8 : vbase, o.y >= 0);
+        sm80::cp_async_16(ks + KTile::offset(r, c), o.x >= 0 ? kbase + o.x + c * kChunkElems : kbase, o.x >= 0);
+        sm80::cp_async_16(vs + VTile::offset(r, c), o.y >= 0 ? vbase + o.y + c * kChunkElems : vbase, o.y >= 0);
       }
     } else {
       copy_tile<KTile, &longlong2::x>(ks, kbase, rows);
@@ -206,24 +236,38 @@ struct SplitKv {
 
   __device__ __forceinline__ void compute(int n, int stage) {
     float s[1][kNT][4];
-    sm80::gemm_qk<E, QTile, KTile, 1, kNT>(s, lq, lk.plus(stage * kR.k_stage_bytes));
+    Ops::qk(s, lq, lk.plus(stage * kR.k_stage_bytes));
+    if constexpr (kKeyScales) {  // before the mask: a masked score stays -inf
+      const float* ks = key_scale_slot(n) + kKeys * wn + 2 * t;
+#pragma unroll
+      for (int j = 0; j < kNT; ++j) {
+        const float2 f = *reinterpret_cast<const float2*>(ks + 8 * j);
+        s[0][j][0] *= f.x;
+        s[0][j][1] *= f.y;
+        s[0][j][2] *= f.x;
+        s[0][j][3] *= f.y;
+      }
+    }
     if (n >= n_unmasked_hi || n < n_unmasked_lo) apply_mask(s, n * kBN + kKeys * wn);
-    softmax.update(s, acc_o, p.softmax_scale_log2);
+    softmax.update(s, acc_o, score_scale_log2);
     u32 pa[1][kPSteps][4];
 #pragma unroll
     for (int kk = 0; kk < kPSteps; ++kk) {
-      pa[0][kk][0] = pack2<E>(s[0][2 * kk][0], s[0][2 * kk][1]);
-      pa[0][kk][1] = pack2<E>(s[0][2 * kk][2], s[0][2 * kk][3]);
-      pa[0][kk][2] = pack2<E>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-      pa[0][kk][3] = pack2<E>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+      pa[0][kk][0] = pack2<CE>(s[0][2 * kk][0], s[0][2 * kk][1]);
+      pa[0][kk][1] = pack2<CE>(s[0][2 * kk][2], s[0][2 * kk][3]);
+      pa[0][kk][2] = pack2<CE>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+      pa[0][kk][3] = pack2<CE>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
     }
-    sm80::gemm_pv<E, VTile, 1, kDT, kPSteps>(acc_o, pa, lv.plus(stage * kR.v_stage_bytes));
+    Ops::pv(acc_o, pa, lv.plus(stage * kR.v_stage_bytes));
   }
 
   __device__ __forceinline__ void main_loop() {
     // Q rows of this CTA (zero past the valid rows) join the first tile's commit group.
     const E* qbase = static_cast<const E*>(p.q.ptr);
-    gather_tile<QTile, kThreads>(smem_base + kR.q_offset, QRows{this, qbase}, qbase, tid);
+    if constexpr (kFp8)  // synchronous; the barrier before the first tile's math orders it
+      load_q_fp8<Ops, QTile, kThreads, E>(smem_base + kR.q_offset, QRows{this, qbase}, tid);
+    else
+      gather_tile<QTile, kThreads>(smem_base + kR.q_offset, QRows{this, qbase}, qbase, tid);
     // Row offsets of the first kStages tiles (their page-table reads issued together), one
     // barrier, then the first kStages - 1 tiles' copies.
     {
@@ -274,8 +318,8 @@ struct SplitKv {
       const int row = g + 8 * h;
 #pragma unroll
       for (int d = 0; d < kDT; ++d) {
-        merge_o[row * kDV + 8 * d + 2 * t] = acc_o[0][d][2 * h];
-        merge_o[row * kDV + 8 * d + 2 * t + 1] = acc_o[0][d][2 * h + 1];
+        merge_o[row * kDV + Ops::column_of(d, t, 0)] = acc_o[0][d][2 * h];
+        merge_o[row * kDV + Ops::column_of(d, t, 1)] = acc_o[0][d][2 * h + 1];
       }
       float sum = softmax.row_sum(0, h);
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
@@ -287,7 +331,9 @@ struct SplitKv {
     }
     __syncthreads();
 
-    const float scale_log2 = p.softmax_scale_log2;
+    const float scale_log2 = score_scale_log2;
+    const float score_scale = score_scale_log2 * 0.6931471805599453f;  // natural-log units
+    const float v_factor = scales.v.at(b, hk, 0, 0) * Ops::kValueFactor;
     const float* all_o = reinterpret_cast<const float*>(smem + kR.merge_o_offset);
     const float* all_stats = reinterpret_cast<const float*>(smem + kR.merge_stats_offset);
     constexpr int kChunks = kDV / 8;
@@ -312,8 +358,8 @@ struct SplitKv {
         for (int e = 0; e < 8; ++e) o[e] += f * src[e];
       }
       const float nan = __int_as_float(0x7fc00000);
-      const float inv = l > 0.f ? 1.f / l : 0.f;
-      const float lse = bad ? nan : l > 0.f ? mx * p.softmax_scale + logf(l) : neg_inf();
+      const float inv = l > 0.f ? v_factor / l : 0.f;
+      const float lse = bad ? nan : l > 0.f ? mx * score_scale + logf(l) : neg_inf();
 #pragma unroll
       for (int e = 0; e < 8; ++e) o[e] = bad ? nan : o[e] * inv;
       const int tok = token_of(packed), head = head_of(packed);
@@ -374,6 +420,9 @@ struct SplitKv {
     n_unmasked_lo = ceil_div(mask.col_lo(tok_last), kBN);
     n_unmasked_hi = mask.col_hi(tok_first) / kBN;
 
+    scales = Scales<T>::make(p);
+    // Per-tensor / per-head K scales and fp8's widening factor are one number for the CTA.
+    score_scale_log2 = p.softmax_scale_log2 * Ops::kValueFactor * (kKeyScales ? 1.f : scales.k.at(b, hk, 0, 0));
     if (tid == 0) *bad_page_flag() = 0;
     // ldmatrix lanes (sm80/attention_fwd.cuh): Q and V as A / .trans B, K as B; this warp's rows
     // and keys. Row offsets are multiples of 8, which keep the swizzle.

@@ -62,10 +62,14 @@ TEST(DecodeFamily, RulesNameTheField) {
   c.tuning.family = Family::decode;
   c.head_dim = {192, 128, 64};
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"head_dim.rope"});
+  c = decode_config(4, 1, 80);
+  c.tuning.family = Family::decode;
+  c.dtype.qkv = DType::e4m3;  // fp8 rows are read 32 values per step
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"head_dim"});
   c = decode_config(4, 1);
   c.tuning.family = Family::decode;
-  c.dtype.qkv = DType::e4m3;
-  EXPECT_EQ(issue_paths(c), std::set<std::string>{"dtype.qkv"});
+  c.scales.k = ScaleGranularity::per_tensor;  // scales come with fp8 caches
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"scales.k"});
   c = decode_config(4, 1);
   c.tuning.BM = 48;
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.BM"});
@@ -87,6 +91,36 @@ TEST(DecodeFamily, RulesNameTheField) {
   c = decode_config(4, 1, 256);
   c.tuning.num_kv_stages = 8;  // 8 x 64 KB of K/V does not fit
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_kv_stages"});
+}
+
+// fp8 caches: "auto" still picks decode, with every scale granularity the FP8 issue defines; a
+// stage holds half the bytes, so the ring holds more of them; per-token K scales add a slot per
+// stage (and one more) of BN floats.
+TEST(DecodeFamily, Fp8CachesTakeEveryScaleGranularity) {
+  Config c = decode_config(4, 1);
+  c.kv_layout = {true, 16};
+  c.dtype.qkv = DType::e4m3;
+  c.dtype.scale = DType::bf16;
+  c.scales = {ScaleGranularity::per_token, ScaleGranularity::per_token, ScaleGranularity::per_head};
+  const Config r = resolve(c);
+  EXPECT_EQ(*r.tuning.family, Family::decode);
+  Config bf16 = decode_config(4, 1);
+  bf16.kv_layout = {true, 16};
+  const Config rb = resolve(bf16);
+  EXPECT_GT(*r.tuning.num_kv_stages, *rb.tuning.num_kv_stages);
+  Config unscaled = c;
+  unscaled.scales = {ScaleGranularity::none, ScaleGranularity::none, ScaleGranularity::none};
+  unscaled.dtype.scale.reset();
+  unscaled.tuning.num_kv_stages = *r.tuning.num_kv_stages;
+  const int key_scale_bytes = (*r.tuning.num_kv_stages + 1) * *r.tuning.BN * 4;
+  EXPECT_EQ(generate(r).launch.smem_bytes, generate(resolve(unscaled)).launch.smem_bytes + key_scale_bytes);
+  for (DType d : {DType::e4m3, DType::e5m2})
+    for (ScaleGranularity g : {ScaleGranularity::none, ScaleGranularity::per_tensor, ScaleGranularity::per_head}) {
+      Config k = decode_config(8, 4, 64);
+      k.dtype.qkv = d;
+      k.scales = {g, g, g};
+      EXPECT_EQ(*resolve(k).tuning.family, Family::decode) << to_string(d) << " " << to_string(g);
+    }
 }
 
 TEST(DecodeFamily, PageSizesArePowersOfTwoUpTo256) {
@@ -237,6 +271,13 @@ TEST(DecodePlan, BadArgumentsAreNamed) {
   q = p;
   q.args.num_splits = -1;
   expect_refused(q, "args.num_splits");
+  // fp8 caches copy 16-byte chunks of 16 values: strides of 8 values are refused by name.
+  Config fp8 = paged;
+  fp8.dtype.qkv = DType::e4m3;
+  Planned e = planned(fp8, 2, 4, 1000, 2);
+  EXPECT_NO_THROW(plan_of(e));
+  e.args.v.row_stride = 8 * 2 + 8;
+  expect_refused(e, "args.v.row_stride = 24: strides must be positive multiples of 16 elements (16 bytes of e4m3)");
   Planned contiguous = planned(decode_config(4, 1), 2, 1, 1000, 2);
   contiguous.args.page_table = reinterpret_cast<const int*>(uintptr_t(1) << 20);
   expect_refused(contiguous, "not paged");
@@ -251,14 +292,29 @@ TEST(DecodePlan, BadArgumentsAreNamed) {
 // Every tile the family picks by itself compiles without spills, paged or not, on the targets
 // the CI builds for.
 TEST(DecodeFamily, DefaultTilesCompileWithoutSpills) {
-  struct Case { int d, group, tokens, page; Mask mask; bool varlen; const char* arch; };
+  struct Case {
+    int d, group, tokens, page;
+    Mask mask;
+    bool varlen;
+    const char* arch;
+    DType dtype = DType::bf16;
+    ScaleGranularity k_scale = ScaleGranularity::none;
+  };
   for (const Case& k : {Case{128, 4, 1, 0, Mask::none, false, "sm_90a"},
                         Case{128, 8, 4, 16, Mask::causal, false, "sm_90a"},
                         Case{64, 1, 1, 1, Mask::none, true, "sm_90a"},
                         Case{256, 16, 16, 64, Mask::causal, false, "sm_90a"},
                         Case{128, 4, 2, 256, Mask::sliding_window, true, "sm_80"},
-                        Case{96, 2, 1, 0, Mask::none, false, "sm_100a"}}) {
+                        Case{96, 2, 1, 0, Mask::none, false, "sm_100a"},
+                        // fp8 caches, widened in registers on every target
+                        Case{128, 4, 1, 16, Mask::none, false, "sm_90a", DType::e4m3, ScaleGranularity::per_tensor},
+                        Case{128, 8, 16, 64, Mask::causal, false, "sm_90a", DType::e4m3, ScaleGranularity::per_token},
+                        Case{256, 16, 4, 1, Mask::causal, true, "sm_80", DType::e5m2, ScaleGranularity::per_head},
+                        Case{64, 1, 1, 0, Mask::sliding_window, false, "sm_100a", DType::e4m3, ScaleGranularity::per_token}}) {
     Config c = decode_config(k.group, k.tokens, k.d);
+    c.dtype.qkv = k.dtype;
+    c.scales.k = k.k_scale;
+    if (k.k_scale == ScaleGranularity::per_token) c.dtype.scale = DType::fp32;
     c.arch = k.arch;
     c.mask = k.mask;
     c.varlen = k.varlen;

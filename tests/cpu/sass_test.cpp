@@ -119,5 +119,26 @@ TEST_F(Sass, DecodeKernelsGatherWithCpAsyncAndIssueHmma) {
   }
 }
 
+// fp8 caches: the tiles are still gathered with cp.async, and the widened K/V meet fp16 Q and P
+// on the fp16 tensor cores (no bf16 MMA, no fp8 MMA).
+TEST_F(Sass, Fp8DecodeKernelsGatherFp8AndIssueFp16Hmma) {
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    Config c;
+    c.arch = arch;
+    c.group = 8;
+    c.dtype.qkv = DType::e4m3;
+    c.scales = {ScaleGranularity::per_tensor, ScaleGranularity::per_tensor, ScaleGranularity::per_tensor};
+    c.kv_layout = {true, 16};
+    c.tuning.max_seqlen_q = 2;
+    const Config r = resolve(c);
+    ASSERT_EQ(*r.tuning.family, Family::decode);
+    const std::string sass = disassemble(compile(generate(r)).cubin);
+    EXPECT_GT(count(sass, "HMMA.16816.F32 "), 0u) << arch;
+    EXPECT_EQ(count(sass, "HMMA.16816.F32.BF16"), 0u) << arch;
+    EXPECT_EQ(count(sass, "QGMMA"), 0u) << arch;
+    EXPECT_GT(count(sass, "LDGSTS"), 0u) << arch;
+  }
+}
+
 }  // namespace
 }  // namespace flashjit

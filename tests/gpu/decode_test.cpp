@@ -2,7 +2,7 @@
 // 1-16 query tokens (causal among themselves), eight-warp tiles (BN 64 and 128), cache lengths
 // 0, 1, 15, 16, 17, 4095 and 65537
 // (at most 1025 with FLASHJIT_TEST_SHAPES=small),
-// windows, ragged queries, against the fp32 reference (itself checked against fp64 on the CPU
+// windows, ragged queries, fp8 caches (e4m3, e5m2) with every scale granularity, against the fp32 reference (itself checked against fp64 on the CPU
 // with paged inputs); the combine pass alone against a CPU merge of the splits' partials; bad
 // page-table entries; and a CUDA graph captured once and replayed on fresh data.
 #include "gpu_test_support.hpp"
@@ -13,11 +13,14 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
 namespace flashjit::testing {
 namespace {
+
+using G = ScaleGranularity;
 
 struct DecodeCase {
   const char* label;
@@ -27,13 +30,18 @@ struct DecodeCase {
   bool varlen;
   int splits;  // 0: chosen per launch
   int warps = 0, bn = 0;  // tuning.num_warps and BN; 0: the defaults
+  ScaleGranularity q_scale = ScaleGranularity::none, k_scale = ScaleGranularity::none,
+                   v_scale = ScaleGranularity::none;
+  std::optional<DType> scale_dtype = {};  // per-token scales
 };
 void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.label; }
 
 Config decode_config(const DecodeCase& k) {
   Config c;
   c.arch = current_device().arch();
-  c.dtype = {k.dtype, k.dtype, std::nullopt, std::nullopt};
+  const bool fp8 = k.dtype == DType::e4m3 || k.dtype == DType::e5m2;
+  c.dtype = {k.dtype, fp8 ? DType::bf16 : k.dtype, std::nullopt, k.scale_dtype};
+  c.scales = {k.q_scale, k.k_scale, k.v_scale};
   c.head_dim = {k.d, k.d, 0};
   c.group = k.group;
   c.mask = k.mask;
@@ -113,6 +121,22 @@ const std::vector<DecodeCase>& decode_cases() {
       {"bf16_d128_g4_q16_page16_causal_w8_bn128", DType::bf16, 128, 4, 16, 16, Mask::causal, false, 0, 8, 128},
       {"bf16_d128_g4_q16_page16_causal_w8", DType::bf16, 128, 4, 16, 16, Mask::causal, false, 0, 8, 0},
       {"bf16_d128_g8_q1_page16_w8_bn128", DType::bf16, 128, 8, 1, 16, Mask::none, false, 0, 8, 128},
+      // fp8 caches: K/V widened in registers, Q dequantised into fp16; every scale granularity.
+      {"e4m3_d128_g4_q1_page16_per_tensor", DType::e4m3, 128, 4, 1, 16, Mask::none, false, 0, 0, 0, G::per_tensor,
+       G::per_tensor, G::per_tensor},
+      {"e4m3_d128_g8_q4_page64_causal_per_head", DType::e4m3, 128, 8, 4, 64, Mask::causal, false, 0, 0, 0,
+       G::per_head, G::per_head, G::per_head},
+      {"e5m2_d64_g1_q1_contiguous_unscaled", DType::e5m2, 64, 1, 1, 0, Mask::none, false, 0},
+      {"e4m3_d128_g4_q16_page16_causal_per_token_bf16", DType::e4m3, 128, 4, 16, 16, Mask::causal, false, 0, 0, 0,
+       G::per_token, G::per_token, G::per_head, DType::bf16},
+      {"e4m3_d256_g16_q2_page1_causal_varlen_per_token", DType::e4m3, 256, 16, 2, 1, Mask::causal, true, 0, 0, 0,
+       G::per_token, G::per_token, G::per_tensor, DType::fp32},
+      {"e4m3_d96_g2_q1_page8_window_per_token_k", DType::e4m3, 96, 2, 1, 8, Mask::sliding_window, false, 0, 0, 0,
+       G::none, G::per_token, G::none, DType::fp32},
+      {"e5m2_d128_g4_q3_contiguous_causal_varlen_per_head", DType::e5m2, 128, 4, 3, 0, Mask::causal, true, 0, 0, 0,
+       G::per_head, G::per_head, G::per_head},
+      {"e4m3_d128_g8_q1_page16_seven_splits_w8_bn128", DType::e4m3, 128, 8, 1, 16, Mask::none, false, 7, 8, 128,
+       G::per_tensor, G::per_head, G::per_tensor},
   };
   return cases;
 }
