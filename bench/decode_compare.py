@@ -8,7 +8,9 @@ GPU, point by point, each library timed the same way in two modes.
 
 Libraries: flashjit.decode on a paged cache (and on a contiguous one), cuDNN's SDPA through the
 cuDNN frontend (paged), FlashInfer's paged decode (tensor-core wrapper; its paged prefill wrapper
-for steps of several tokens), torch SDPA on a contiguous cache. Peers that are not importable
+for steps of several tokens), torch SDPA on a contiguous cache; with fp8 (e4m3, per-tensor scales)
+caches: flashjit-fp8 (q quantised too) and flashinfer-fp8 (bf16 q), whose GB/s count the cache
+at one byte per value. Peers that are not importable
 read n/a (../shared/peers/README.md says how to bring their wheels).
 
 Measure: GB/s of the bytes a launch must move (Q, every cached key's K and V, O) over the
@@ -77,10 +79,11 @@ class Point:
     def id(self):
         return f"b{self.batch}_k{self.cache}_q{self.tokens}_h{self.hq}-{self.hk}_d{self.dim}_p{self.page}"
 
-    def bytes(self, elem=2):
+    def bytes(self, kv_elem=2):
+        """Bytes a launch must move: the cached K and V at kv_elem bytes a value, Q and O at 2."""
         kv = self.batch * self.cache * self.hk * 2 * self.dim
         qo = 2 * self.batch * self.tokens * self.hq * self.dim
-        return elem * (kv + qo)
+        return kv_elem * kv + 2 * qo
 
     def flops(self):
         return 4.0 * self.batch * self.hq * self.tokens * self.cache * self.dim
@@ -91,7 +94,7 @@ class Inputs:
     page, Hk, D] (flashjit and cuDNN read views of it), page tables handing out pages in a
     shuffled order, cache lengths, queries; a contiguous cache for the contiguous libraries."""
 
-    def __init__(self, torch, p, sets, contiguous):
+    def __init__(self, torch, p, sets, contiguous, fp8=False):
         dev, dt = "cuda", torch.bfloat16
         per_seq = math.ceil(p.cache / p.page)
         self.pages = p.batch * per_seq
@@ -109,6 +112,13 @@ class Inputs:
             self.dense = [(torch.randn(p.batch, p.cache, p.hk, p.dim, dtype=dt, device=dev),
                            torch.randn(p.batch, p.cache, p.hk, p.dim, dtype=dt, device=dev)) for _ in range(sets)]
         self.sets = sets
+        if fp8:  # the same cache and queries in e4m3 with per-tensor scales (amax to 448)
+            f8, top = torch.float8_e4m3fn, 448.0
+            self.kv_scale = (self.kv.abs().amax().float() / top).reshape(1)
+            self.kv8 = (self.kv.float() / self.kv_scale).to(f8)
+            self.k8, self.v8 = self.kv8[:, 0], self.kv8[:, 1]
+            self.q_scale = [(q.abs().amax().float() / top).reshape(1) for q in self.q]
+            self.q8 = [(q.float() / s).to(f8) for q, s in zip(self.q, self.q_scale)]
 
 
 # ---- libraries: each returns a list of callables (one per input set) and the first's output --------
@@ -122,6 +132,14 @@ def flashjit_paged(torch, p, inp, causal):
                                          causal=causal, max_seqlen_k=p.cache, config=FLASHJIT_CONFIG)
              for s in range(inp.sets)]
     return calls
+
+
+def flashjit_fp8(torch, p, inp, causal):
+    import flashjit
+    return [lambda s=s: flashjit.decode(inp.q8[s], inp.k8, inp.v8, page_table=inp.tables[s], cache_seqlens=inp.lens,
+                                        causal=causal, max_seqlen_k=p.cache, config=FLASHJIT_CONFIG,
+                                        q_scale=inp.q_scale[s], k_scale=inp.kv_scale, v_scale=inp.kv_scale)
+            for s in range(inp.sets)]
 
 
 def flashjit_contiguous(torch, p, inp, causal):
@@ -188,8 +206,12 @@ def cudnn_paged(torch, p, inp, causal):
     return [lambda s=s: call(s) for s in range(inp.sets)]
 
 
-def flashinfer_paged(torch, p, inp, causal):
+def flashinfer_paged(torch, p, inp, causal, fp8=False):
     import flashinfer
+
+    kv_dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
+    kv = inp.kv8 if fp8 else inp.kv
+    scales = {"k_scale": inp.kv_scale.item(), "v_scale": inp.kv_scale.item()} if fp8 else {}
 
     ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     per_seq = inp.tables[0].shape[1]
@@ -201,25 +223,32 @@ def flashinfer_paged(torch, p, inp, causal):
         if p.tokens == 1:
             w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, kv_layout="NHD", use_tensor_cores=True)
             w.plan(indptr, indices, last, p.hq, p.hk, p.dim, p.page, q_data_type=torch.bfloat16,
-                   kv_data_type=torch.bfloat16)
+                   kv_data_type=kv_dtype)
         else:
             w = flashinfer.BatchPrefillWithPagedKVCacheWrapper(ws, kv_layout="NHD")
             qo_indptr = torch.arange(0, p.batch + 1, dtype=torch.int32, device="cuda") * p.tokens
             w.plan(qo_indptr, indptr, indices, last, p.hq, p.hk, p.dim, p.page, causal=causal,
-                   q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
+                   q_data_type=torch.bfloat16, kv_data_type=kv_dtype)
         wrappers.append(w)
     if p.tokens == 1:
-        return [lambda s=s: wrappers[s].run(inp.q[s][:, 0], inp.kv).unsqueeze(1) for s in range(inp.sets)]
-    return [lambda s=s: wrappers[s].run(inp.q[s].flatten(0, 1), inp.kv).view(p.batch, p.tokens, p.hq, p.dim)
+        return [lambda s=s: wrappers[s].run(inp.q[s][:, 0], kv, **scales).unsqueeze(1) for s in range(inp.sets)]
+    return [lambda s=s: wrappers[s].run(inp.q[s].flatten(0, 1), kv, **scales).view(p.batch, p.tokens, p.hq, p.dim)
             for s in range(inp.sets)]
 
 
+def flashinfer_fp8(torch, p, inp, causal):
+    return flashinfer_paged(torch, p, inp, causal, fp8=True)
+
+
+# name: (label, calls, reads a contiguous cache, bytes per cached value)
 LIBRARIES = {
-    "flashjit": ("flashjit paged", flashjit_paged, False),
-    "flashjit-contiguous": ("flashjit contiguous", flashjit_contiguous, True),
-    "cudnn": ("cuDNN paged", cudnn_paged, False),
-    "flashinfer": ("FlashInfer paged", flashinfer_paged, False),
-    "sdpa": ("torch SDPA contiguous", sdpa_contiguous, True),
+    "flashjit": ("flashjit paged", flashjit_paged, False, 2),
+    "flashjit-contiguous": ("flashjit contiguous", flashjit_contiguous, True, 2),
+    "cudnn": ("cuDNN paged", cudnn_paged, False, 2),
+    "flashinfer": ("FlashInfer paged", flashinfer_paged, False, 2),
+    "sdpa": ("torch SDPA contiguous", sdpa_contiguous, True, 2),
+    "flashjit-fp8": ("flashjit paged e4m3", flashjit_fp8, False, 1),
+    "flashinfer-fp8": ("FlashInfer paged e4m3", flashinfer_fp8, False, 1),
 }
 
 
@@ -325,11 +354,12 @@ def measure(torch, args, gpu, on_point=None):
         kv_bytes = p.bytes()
         sets = max(1, min(8, math.ceil(3 * l2 / kv_bytes)))
         contiguous_needed = any(LIBRARIES[name][2] for name in args.libraries)
-        per_copy = kv_bytes * (2 if contiguous_needed else 1)
+        fp8_needed = any(LIBRARIES[name][3] == 1 for name in args.libraries)
+        per_copy = kv_bytes * ((2 if contiguous_needed else 1) + (0.5 if fp8_needed else 0))
         if per_copy * sets > args.max_gb * 2 ** 30:
             sets = max(1, int(args.max_gb * 2 ** 30 // per_copy))
         try:
-            inp = Inputs(torch, p, sets, contiguous_needed and per_copy * sets <= args.max_gb * 2 ** 30)
+            inp = Inputs(torch, p, sets, contiguous_needed and per_copy * sets <= args.max_gb * 2 ** 30, fp8_needed)
         except Exception as e:  # noqa: BLE001  (out of memory)
             row["error"] = f"inputs: {type(e).__name__}: {e}"
             results.append(row)
@@ -339,8 +369,8 @@ def measure(torch, args, gpu, on_point=None):
             continue
         reference = None
         for name in args.libraries:
-            label, make, contiguous = LIBRARIES[name]
-            entry = {"label": label}
+            label, make, contiguous, kv_elem = LIBRARIES[name]
+            entry = {"label": label, "bytes": p.bytes(kv_elem)}
             try:
                 if contiguous and inp.dense is None:
                     raise RuntimeError("a contiguous cache does not fit beside the paged one")
@@ -359,7 +389,7 @@ def measure(torch, args, gpu, on_point=None):
                         torch.cuda.synchronize()
                         entry[f"{mode}_error"] = error_text(e)
                         continue
-                    t["gbps"] = p.bytes() / (t["median_ms"] * 1e-3) / 1e9
+                    t["gbps"] = entry["bytes"] / (t["median_ms"] * 1e-3) / 1e9
                     t["us_per_call"] = t["median_ms"] * 1e3
                     entry[mode] = t
             except Exception as e:  # noqa: BLE001
@@ -384,7 +414,7 @@ def markdown(results, args, env):
     lines = ["# Decode benchmark", "",
              f"{env.get('gpu', 'GPU')}, {env.get('date', '')}, flashjit {env.get('flashjit', '?')}; "
              f"peers: {', '.join(f'{k} {v}' for k, v in env.get('peers', {}).items())}.", "",
-             "GB/s of Q, the cached K and V, and O per launch (median of "
+             "GB/s of Q, the cached K and V (one byte a value for the e4m3 columns), and O per launch (median of "
              f"{args.iters}); µs per call in brackets. idle: a pause before each point and an L2 flush before "
              f"each launch; sustained: {args.sustain_s} s of the library's own launches first, no flush; graph: "
              f"the same after capturing {GRAPH_CALLS} calls in a CUDA graph, timed per replay (no host launch path).",

@@ -21,6 +21,8 @@ class DecodeCompare(unittest.TestCase):
         # bf16: K and V 2 x 1000 x 2 heads x 64 per sequence, Q and O 4 x 8 x 64 each
         self.assertEqual(p.bytes(), 2 * (2 * 1000 * 2 * 2 * 64 + 2 * 2 * 4 * 8 * 64))
         self.assertEqual(p.id, "b2_k1000_q4_h8-2_d64_p16")
+        # an e4m3 cache: K and V at one byte a value, Q and O still 2
+        self.assertEqual(p.bytes(kv_elem=1), 2 * 1000 * 2 * 2 * 64 + 2 * 2 * 2 * 4 * 8 * 64)
 
     def test_markdown_marks_missing_libraries(self):
         class Args:

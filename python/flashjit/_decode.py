@@ -18,6 +18,7 @@ from ._core import ArgumentError, Config
 from ._torch import (
     _DTYPE_NAMES,
     _FLOAT32,
+    _INPUT_NAMES,
     _INT32,
     _config_key,
     _config_text,
@@ -30,6 +31,7 @@ from ._torch import (
     _merged,
     _pinned,
     _raw_stream,
+    _scale_of,
     _signature,
 )
 
@@ -81,9 +83,9 @@ def _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_
             _fail(f"{name} is on {t.device}, q on {q.device}")
     if q.stride(-1) != 1:
         _fail(f"q's last (head-dim) axis must be contiguous; its strides are {tuple(q.stride())}")
-    if q.dtype not in _DTYPE_NAMES or k.dtype != q.dtype or v.dtype != q.dtype:
-        _fail(f"q, k_cache and v_cache must share one dtype, bfloat16 or float16 (got {q.dtype}, {k.dtype}, "
-              f"{v.dtype})")
+    if q.dtype not in _INPUT_NAMES or k.dtype != q.dtype or v.dtype != q.dtype:
+        _fail(f"q, k_cache and v_cache must share one dtype: bfloat16, float16, float8_e4m3fn or float8_e5m2 "
+              f"(got {q.dtype}, {k.dtype}, {v.dtype})")
     if tuple(v.shape[:3]) != tuple(k.shape[:3]):
         _fail(f"v_cache {tuple(v.shape)} must match k_cache {tuple(k.shape)} in every axis but the last")
     if lay.varlen:
@@ -153,9 +155,33 @@ def _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_
     return lay
 
 
-def _problem(lay: _Layout, dtype, out_dtype, mask: str, return_lse: bool) -> dict:
+_NO_SCALES = ({"q": "none", "k": "none", "v": "none"}, None, None, None)
+
+
+def _scales(lay: _Layout, q_scale, k_scale, v_scale, device):
+    """The config's scales, dtype.scale and the per-token scales' strides. Per-token Q scales
+    follow q ([batch, heads_q, seqlen_q], ragged [heads_q, total_q]); per-token K scales are
+    indexed by each key's position in its sequence: [batch, heads_k, max_seqlen_k]."""
+    if q_scale is None and k_scale is None and v_scale is None:
+        return _NO_SCALES
+    q_shape = (lay.heads_q, lay.total_q) if lay.varlen else (lay.batch, lay.heads_q, lay.seqlen_q)
+    gq, dq, sq = _scale_of("q_scale", q_scale, lay.heads_q, q_shape, lay.varlen, device)
+    gk, dk, sk = _scale_of("k_scale", k_scale, lay.heads_k, (lay.batch, lay.heads_k, lay.seqlen_k), False, device)
+    gv, _, _ = _scale_of("v_scale", v_scale, lay.heads_k, (), False, device, allow_token=False)
+    if dq and dk and dq != dk:
+        _fail(f"per-token q_scale and k_scale must share one dtype (got {q_scale.dtype} and {k_scale.dtype})")
+    return {"q": gq, "k": gk, "v": gv}, dq or dk, sq, sk
+
+
+def _out_dtype(dtype):
+    """fp8 inputs write bfloat16 unless `out` says otherwise; 16-bit inputs their own type."""
+    return dtype if dtype in _DTYPE_NAMES else torch.bfloat16
+
+
+def _problem(lay: _Layout, dtype, out_dtype, mask: str, return_lse: bool, scales=_NO_SCALES) -> dict:
     return {
-        "dtype": {"qkv": _DTYPE_NAMES[dtype], "out": _DTYPE_NAMES[out_dtype]},
+        "dtype": {"qkv": _INPUT_NAMES[dtype], "out": _DTYPE_NAMES[out_dtype], "scale": scales[1]},
+        "scales": scales[0],
         "head_dim": {"qk": lay.dim, "v": lay.dim_v},
         "group": lay.heads_q // lay.heads_k,
         "mask": mask,
@@ -170,14 +196,14 @@ class _Plan:
 
 
 def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q, max_seqlen_q,
-               max_seqlen_k, num_splits, return_lse, out, config_key) -> _Plan:
+               max_seqlen_k, num_splits, return_lse, out, config_key, q_scale, k_scale, v_scale) -> _Plan:
     if not (q.is_cuda and k.is_cuda and v.is_cuda):
         _fail(f"q, k_cache and v_cache must be CUDA tensors (got {q.device}, {k.device}, {v.device})")
     lay = _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
     mask, left, right = _mask(causal, window)
     plan = _Plan()
     plan.device, plan.index = q.device, q.device.index
-    plan.o_shape, plan.o_dtype = lay.o_shape, q.dtype
+    plan.o_shape, plan.o_dtype = lay.o_shape, _out_dtype(q.dtype)
     if out is not None:
         if tuple(out.shape) != lay.o_shape or out.dtype not in _DTYPE_NAMES or out.device != q.device:
             _fail(f"out must be a bfloat16 or float16 tensor of shape {lay.o_shape} on {q.device} "
@@ -186,7 +212,8 @@ def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale
             _fail(f"out must be contiguous; its strides are {tuple(out.stride())}")
         plan.o_dtype = out.dtype
     plan.lse_shape = lay.lse_shape if return_lse else None
-    problem = _problem(lay, q.dtype, plan.o_dtype, mask, return_lse)
+    scales = _scales(lay, q_scale, k_scale, v_scale, q.device)
+    problem = _problem(lay, q.dtype, plan.o_dtype, mask, return_lse, scales)
     pinned = _pinned(config_key)
     config = _merged(problem, pinned, _device_arch(q.device) if pinned is not None else "native")
     tuning = dict(config.to_dict().get("tuning") or {})
@@ -202,7 +229,7 @@ def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale
         batch=lay.batch, seqlen_q=lay.seqlen_q, seqlen_k=lay.seqlen_k, heads_q=hq, heads_k=lay.heads_k,
         total_q=lay.total_q, total_k=0, softmax_scale=float(softmax_scale or 0.0), window_left=left,
         window_right=right, num_pages=lay.num_pages, max_pages=lay.max_pages, page_table_stride=lay.page_stride,
-        num_splits=int(num_splits))
+        num_splits=int(num_splits), q_scale_strides=scales[2], k_scale_strides=scales[3])
     # The splits' scratch depends on the signature only: sized once, with this call's tensors.
     o_probe = _empty(plan.o_shape, dtype=plan.o_dtype, device=plan.device) if out is None else out
     plan.workspace = plan.launch.workspace_bytes(
@@ -210,11 +237,16 @@ def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale
         _empty(1, dtype=_FLOAT32, device=plan.device).data_ptr() if return_lse else 0,
         0 if cu_seqlens_q is None else cu_seqlens_q.data_ptr(),
         0 if page_table is None else page_table.data_ptr(),
-        0 if cache_seqlens is None else cache_seqlens.data_ptr())
+        0 if cache_seqlens is None else cache_seqlens.data_ptr(), *_scale_ptrs(q_scale, k_scale, v_scale))
     return plan
 
 
-def _run(plan: _Plan, q, k, v, cache_seqlens, page_table, cu_seqlens_q, out, return_lse):
+def _scale_ptrs(q_scale, k_scale, v_scale):
+    return tuple(0 if t is None else t.data_ptr() for t in (q_scale, k_scale, v_scale))
+
+
+def _run(plan: _Plan, q, k, v, cache_seqlens, page_table, cu_seqlens_q, out, return_lse, q_scale, k_scale,
+         v_scale):
     o = out if out is not None else _empty(plan.o_shape, dtype=plan.o_dtype, device=plan.device)
     lse = None if plan.lse_shape is None else _empty(plan.lse_shape, dtype=_FLOAT32, device=plan.device)
     ws = 0
@@ -226,23 +258,25 @@ def _run(plan: _Plan, q, k, v, cache_seqlens, page_table, cu_seqlens_q, out, ret
         _raw_stream(plan.index), q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), 0, 0,
         0 if lse is None else lse.data_ptr(), 0 if cu_seqlens_q is None else cu_seqlens_q.data_ptr(), 0, 0,
         0 if page_table is None else page_table.data_ptr(), 0 if cache_seqlens is None else cache_seqlens.data_ptr(),
-        ws, plan.workspace)
+        ws, plan.workspace, *_scale_ptrs(q_scale, k_scale, v_scale))
     return (o, lse) if return_lse else o
 
 
 def _decode(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q, max_seqlen_q,
-            max_seqlen_k, num_splits, return_lse, out, config_key):
+            max_seqlen_k, num_splits, return_lse, out, config_key, q_scale=None, k_scale=None, v_scale=None):
     key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype, q.get_device(),
            _signature(cache_seqlens), _signature(page_table), _signature(cu_seqlens_q), causal, window,
-           softmax_scale, max_seqlen_q, max_seqlen_k, num_splits, return_lse, _signature(out), config_key)
+           softmax_scale, max_seqlen_q, max_seqlen_k, num_splits, return_lse, _signature(out), config_key,
+           _signature(q_scale), _signature(k_scale), _signature(v_scale))
     plan = _plans.get(key)
     if plan is None:
         plan = _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q,
-                          max_seqlen_q, max_seqlen_k, num_splits, return_lse, out, config_key)
+                          max_seqlen_q, max_seqlen_k, num_splits, return_lse, out, config_key, q_scale, k_scale,
+                          v_scale)
         if len(_plans) >= _MAX_PLANS:
             _plans.clear()
         _plans[key] = plan
-    return _run(plan, q, k, v, cache_seqlens, page_table, cu_seqlens_q, out, return_lse)
+    return _run(plan, q, k, v, cache_seqlens, page_table, cu_seqlens_q, out, return_lse, q_scale, k_scale, v_scale)
 
 
 # ---- the custom op --------------------------------------------------------------------------------
@@ -264,23 +298,28 @@ def _decode_op(
     num_splits: int,
     return_lse: bool,
     config: Optional[str],
+    q_scale: Optional[torch.Tensor] = None,
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """flashjit.decode as an operator: (out, lse), lse empty unless return_lse; -1 for an absent
     length or window side, 0.0 for the default scale, 0 splits for the kernel's choice."""
     result = _decode(q, k_cache, v_cache, cache_seqlens, page_table, causal, (window_left, window_right),
                      softmax_scale or None, cu_seqlens_q, _length(max_seqlen_q), _length(max_seqlen_k), num_splits,
-                     return_lse, None, _config_key(config))
+                     return_lse, None, _config_key(config), q_scale, k_scale, v_scale)
     return result if return_lse else (result, result.new_empty((0,), dtype=_FLOAT32))
 
 
 def _decode_fake(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_seqlen_k, causal,
-                 window_left, window_right, softmax_scale, num_splits, return_lse, config):
+                 window_left, window_right, softmax_scale, num_splits, return_lse, config, q_scale=None,
+                 k_scale=None, v_scale=None):
     if q.device.type not in ("cuda", "meta"):
         _fail(f"q, k_cache and v_cache must be CUDA tensors (got {q.device})")
     lay = _layout(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q,
                   _length(max_seqlen_q), _length(max_seqlen_k))
     _mask(causal, (window_left, window_right))
-    o = q.new_empty(lay.o_shape)
+    _scales(lay, q_scale, k_scale, v_scale, q.device)
+    o = q.new_empty(lay.o_shape, dtype=_out_dtype(q.dtype))
     lse = q.new_empty(lay.lse_shape if return_lse else (0,), dtype=_FLOAT32)
     return o, lse
 
@@ -308,6 +347,9 @@ def decode(
     return_lse: bool = False,
     out: Optional[torch.Tensor] = None,
     config: Union[Config, Mapping[str, Any], str, "os.PathLike[str]", None] = None,
+    q_scale: Optional[torch.Tensor] = None,
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
 ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Attention of a decode step against a KV cache, on torch's current CUDA stream.
 
@@ -315,7 +357,7 @@ def decode(
         q: ``[batch, seqlen_q, heads_q, dim]`` (1 to 64 tokens per sequence; a step of several
             tokens is causal among itself with ``causal=True``), or ``[total_q, heads_q, dim]``
             packed rows of ragged steps (with ``cu_seqlens_q`` and a paged cache). bfloat16 or
-            float16.
+            float16, or float8_e4m3fn / float8_e5m2 (an fp8 cache; q quantised the same way).
         k_cache, v_cache: the cache, the same dtype: ``[batch, seqlen_k, heads_k, dim]`` (any
             strides with a contiguous last axis), or with ``page_table`` paged ``[num_pages,
             page_size, heads_k, dim]`` (page sizes are powers of two up to 256); ``heads_q`` a
@@ -337,6 +379,13 @@ def decode(
             ``[heads_q, total_q]``).
         out: write the output here (contiguous, the result's shape, bfloat16 or float16).
         config: pin the decode kernel's tuning, as for :func:`flashjit.attention`.
+        q_scale, k_scale, v_scale: dequantisation scales of fp8 inputs (the stored values times
+            the scale are the inputs): one float32 (per tensor), float32 ``[heads]`` (per head:
+            q's heads for q_scale, the KV heads for k/v), or per token float32 / bfloat16
+            ``[batch, heads_q, seqlen_q]`` (ragged ``[heads_q, total_q]``) for q_scale and
+            ``[batch, heads_k, max_seqlen_k]`` (each key's position in its sequence, paged or
+            not) for k_scale. v_scale is per tensor or per head. fp8 outputs are bfloat16 unless
+            ``out`` is float16.
 
     Returns:
         ``out`` ``[batch, seqlen_q, heads_q, dim_v]`` (or ``[total_q, heads_q, dim_v]``), or
@@ -355,7 +404,8 @@ def decode(
             q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q,
             -1 if max_seqlen_q is None else max_seqlen_q, -1 if max_seqlen_k is None else max_seqlen_k, causal,
             left, right, 0.0 if softmax_scale is None else float(softmax_scale), int(num_splits), return_lse,
-            config if config is None or isinstance(config, str) else _config_text(config))
+            config if config is None or isinstance(config, str) else _config_text(config), q_scale, k_scale,
+            v_scale)
         if out is not None:
             out.copy_(o)
             o = out
@@ -364,4 +414,4 @@ def decode(
         window = tuple(window)
     return _decode(q, k_cache, v_cache, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q,
                    max_seqlen_q, max_seqlen_k, num_splits, return_lse, out,
-                   None if config is None else _config_key(config))
+                   None if config is None else _config_key(config), q_scale, k_scale, v_scale)

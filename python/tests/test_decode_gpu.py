@@ -1,7 +1,7 @@
 """flashjit.decode on a GPU against an fp64 reference that gathers the cache's pages: contiguous
 and paged caches at several page sizes, cache lengths including empty ones, multi-token causal
-steps, GQA, windows, forced split counts, ragged steps, the LSE, and a CUDA graph replayed on
-fresh data. Skipped without torch or a GPU."""
+steps, GQA, windows, forced split counts, ragged steps, the LSE, fp8 caches with their scales,
+and a CUDA graph replayed on fresh data. Skipped without torch or a GPU."""
 
 import pytest
 
@@ -16,14 +16,19 @@ TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 3e-3}
 
 
 def paged_cache(k, v, lens, page):
-    """The [B, S, Hk, D] cache k, v as shuffled pages: (k_pages, v_pages, page_table)."""
+    """The [B, S, Hk, D] cache k, v as shuffled pages: (k_pages, v_pages, page_table). Rows no
+    sequence owns hold NaN (fp8: the bytes 0x7f, NaN in both fp8 types)."""
+    if k.element_size() == 1:
+        kp, vp, table = paged_cache(k.view(torch.uint8), v.view(torch.uint8), lens, page)
+        return kp.view(k.dtype), vp.view(v.dtype), table
     batch, _, hk, d = k.shape
     need = [(n + page - 1) // page for n in lens]
     max_pages = max(1, max(need))
     total = sum(need) + 1
     order = torch.randperm(total).tolist()
-    kp = torch.full((total, page, hk, d), float("nan"), dtype=k.dtype, device=DEV)
-    vp = torch.full((total, page, hk, v.shape[-1]), float("nan"), dtype=v.dtype, device=DEV)
+    fill = 0x7F if k.dtype == torch.uint8 else float("nan")
+    kp = torch.full((total, page, hk, d), fill, dtype=k.dtype, device=DEV)
+    vp = torch.full((total, page, hk, v.shape[-1]), fill, dtype=v.dtype, device=DEV)
     table = torch.full((batch, max_pages), -1, dtype=torch.int32)
     for b in range(batch):
         for i in range(need[b]):
@@ -121,6 +126,43 @@ def test_ragged_steps(seed):
         want, _ = reference(x, k[b:b + 1], v[b:b + 1], [lens[b]], True, None)
         got = o[cu[b]:cu[b + 1]][None]
         assert rel_error(got, want) < 1e-2 or lens[b] == 0, f"seed {seed}, sequence {b}"
+
+
+FP8_TOLERANCE = {torch.float8_e4m3fn: 2e-2, torch.float8_e5m2: 2e-2}
+
+
+def quantised(x, dtype, per_token=False):
+    """x [B, S, H, D] as fp8 with its dequantisation scale: one float32, or float32 [B, H, S] per
+    token; returns (stored, scale, dequantised fp64 [B, S, H, D])."""
+    top = torch.finfo(dtype).max
+    if per_token:
+        scale = (x.float().abs().amax(-1).clamp_min(1e-12) / top)  # [B, S, H]
+        stored = (x.float() / scale[..., None]).to(dtype)
+        return stored, scale.permute(0, 2, 1).contiguous(), stored.double() * scale.double()[..., None]
+    scale = (x.float().abs().amax().clamp_min(1e-12) / top).reshape(1)
+    stored = (x.float() / scale).to(dtype)
+    return stored, scale, stored.double() * scale.double()
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2], ids=["e4m3", "e5m2"])
+@pytest.mark.parametrize("per_token", [False, True], ids=["per_tensor", "per_token"])
+def test_fp8_cache_matches_the_dequantised_fp64(seed, dtype, per_token):
+    lens, tokens, hq, hk, dim, page = [0, 33, 5000], 4, 32, 8, 128, 16
+    batch, longest = len(lens), max(lens)
+    q8, qs, qd = quantised(torch.randn(batch, tokens, hq, dim, device=DEV), dtype, per_token)
+    k8, ks, kd = quantised(torch.randn(batch, longest, hk, dim, device=DEV), dtype, per_token)
+    v8, vs, vd = quantised(torch.randn(batch, longest, hk, dim, device=DEV), dtype)
+    kp, vp, table = paged_cache(k8, v8, lens, page)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    o, lse = flashjit.decode(q8, kp, vp, page_table=table, cache_seqlens=seqlens, causal=True, return_lse=True,
+                             q_scale=qs, k_scale=ks, v_scale=vs)
+    assert o.dtype == torch.bfloat16
+    want_o, want_lse = reference(qd, kd, vd, lens, True, None)
+    err = rel_error(o, want_o)
+    assert err < FP8_TOLERANCE[dtype], f"seed {seed}: {err:.3e}"
+    finite = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(lse), finite), f"seed {seed}"
+    assert (lse[finite].double() - want_lse[finite]).abs().max().item() < 1e-2, f"seed {seed}"
 
 
 def test_graph_replays_on_fresh_data(seed):

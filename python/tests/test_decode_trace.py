@@ -42,6 +42,19 @@ def test_paged_and_contiguous_shapes():
     assert flashjit.decode(meta(4, 1, 32, 128), dense_k, dense_v).shape == (4, 1, 32, 64)
 
 
+def test_fp8_caches_write_bfloat16_and_take_scales():
+    q, k, v, kw = paged_call()
+    f8 = torch.float8_e4m3fn
+    q, k, v = q.to(f8), k.to(f8), v.to(f8)
+    o, lse = torch.ops.flashjit.decode(q, k, v, kw["cache_seqlens"], kw["page_table"], None, -1, -1, False, -1, -1,
+                                       0.0, 0, False, None, meta(1, dtype=torch.float32), meta(8, dtype=torch.float32),
+                                       meta(1, dtype=torch.float32))
+    assert o.dtype == BF16 and tuple(o.shape) == (4, 1, 32, 128)
+    with pytest.raises(flashjit.ArgumentError, match="k_scale of shape"):
+        torch.ops.flashjit.decode(q, k, v, kw["cache_seqlens"], kw["page_table"], None, -1, -1, False, -1, -1,
+                                  0.0, 0, False, None, None, meta(3, dtype=torch.float32), None)
+
+
 def test_ragged_steps_against_a_paged_cache():
     q, k, v, kw = paged_call()
     o, lse = flashjit.decode(meta(10, 32, 128), k, v, cu_seqlens_q=meta(5, dtype=I32), max_seqlen_q=4,
