@@ -18,7 +18,7 @@ TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 3e-3}
 def paged_cache(k, v, lens, page):
     """The [B, S, Hk, D] cache k, v as shuffled pages: (k_pages, v_pages, page_table). Rows no
     sequence owns hold NaN (fp8: the bytes 0x7f, NaN in both fp8 types)."""
-    if k.element_size() == 1:
+    if k.element_size() == 1 and k.dtype != torch.uint8:
         kp, vp, table = paged_cache(k.view(torch.uint8), v.view(torch.uint8), lens, page)
         return kp.view(k.dtype), vp.view(v.dtype), table
     batch, _, hk, d = k.shape
