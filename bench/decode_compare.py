@@ -29,39 +29,14 @@ Each peer's output is compared with flashjit's (relative error) as a cross-check
 """
 
 import argparse
-import importlib
-import json
 import math
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import nvml  # noqa: E402
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-def module_version(name):
-    try:
-        return getattr(importlib.import_module(name), "__version__", "?")
-    except Exception as e:  # noqa: BLE001
-        return f"not importable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
-
-
-def parse_list(text, kind=int):
-    out = []
-    for part in text.split(","):
-        part = part.strip().lower()
-        if not part:
-            continue
-        mult = 1
-        if kind is int and part.endswith("k"):
-            part, mult = part[:-1], 1024
-        out.append(kind(part) * mult if kind is int else kind(part))
-    return out
+from bench_common import (add_timing_arguments, environment, error_text, log, module_version, names,  # noqa: E402
+                          parse_list, rel_error, time_calls, write_outputs)
 
 
 def heads_list(text):
@@ -254,40 +229,6 @@ LIBRARIES = {
 
 # ---- timing ---------------------------------------------------------------------------------------
 
-def time_calls(torch, calls, mode, args, flush, gpu):
-    n = len(calls)
-    calls[0]()  # plan, compile, autotune outside the timing
-    torch.cuda.synchronize()
-    if mode == "idle":
-        time.sleep(args.cooldown_ms / 1000.0)
-        for i in range(args.warmup):
-            flush.fill_(i)
-            calls[i % n]()
-    else:
-        end, i = time.time() + args.sustain_s, 0
-        while time.time() < end:
-            calls[i % n]()
-            i += 1
-    torch.cuda.synchronize()
-    energy0 = gpu.energy_mj()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
-    stops = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
-    for i in range(args.iters):
-        if mode == "idle":
-            flush.fill_(i)
-        starts[i].record()
-        calls[i % n]()
-        stops[i].record()
-    torch.cuda.synchronize()
-    samples = sorted(a.elapsed_time(b) for a, b in zip(starts, stops))
-    tele = gpu.sample(energy0)
-    median = samples[len(samples) // 2]
-    result = {"median_ms": median, "min_ms": samples[0], "samples_ms": samples, **tele}
-    if mode == "sustained" and tele["power_w"] is not None:
-        result["energy_per_call_j"] = tele["power_w"] * median * 1e-3
-    return result
-
-
 GRAPH_CALLS = 8  # calls captured in one CUDA graph (graph mode); a replay's time is divided by them
 
 
@@ -329,16 +270,6 @@ def time_graph(torch, calls, args, gpu):
         result["energy_per_call_j"] = tele["power_w"] * median * 1e-3
     del graph
     return result
-
-
-def rel_error(torch, a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
-
-
-def error_text(e):
-    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    return f"{type(e).__name__}: {msg}"[:300]
 
 
 def measure(torch, args, gpu, on_point=None):
@@ -447,12 +378,7 @@ def write_report(results, args, env, planned):
     text = markdown(results, args, env)
     if len(results) < planned:
         text += f"\n{len(results)} of {planned} points measured so far.\n"
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(text)
+    write_outputs(args, report, text)
     return text
 
 
@@ -465,20 +391,13 @@ def main():
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--pages", default="16,64")
     ap.add_argument("--libraries", default="flashjit,flashjit-contiguous,cudnn,flashinfer,sdpa")
-    ap.add_argument("--modes", default="idle,sustained", help="idle, sustained and/or graph")
+    add_timing_arguments(ap, modes_help="idle, sustained and/or graph")
     ap.add_argument("--non-causal", dest="causal", action="store_false",
                     help="steps of several tokens see each other whole (default: causal among themselves)")
-    ap.add_argument("--iters", type=int, default=30)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--sustain-s", type=float, default=1.5)
-    ap.add_argument("--cooldown-ms", type=int, default=500)
-    ap.add_argument("--flush-mb", type=int, default=256)
     ap.add_argument("--max-gb", type=float, default=60.0, help="inputs per point at most (GiB)")
     ap.add_argument("--quick", action="store_true", help="batch 1,32; cache 8k,32k; tokens 1,4; heads 32/8; page 16")
     ap.add_argument("--flashjit-config", default="",
                     help='JSON pinning flashjit\'s tuning, e.g. \'{"tuning": {"BN": 128, "num_kv_stages": 2}}\'')
-    ap.add_argument("--json", default="")
-    ap.add_argument("--markdown", default="")
     args = ap.parse_args()
     global FLASHJIT_CONFIG
     FLASHJIT_CONFIG = args.flashjit_config or None
@@ -486,26 +405,15 @@ def main():
         args.batch, args.cache, args.tokens, args.heads, args.pages = "1,32", "8k,32k", "1,4", "32/8", "16"
     args.batch, args.cache, args.tokens = parse_list(args.batch), parse_list(args.cache), parse_list(args.tokens)
     args.heads, args.pages = heads_list(args.heads), parse_list(args.pages)
-    args.libraries = [x for x in args.libraries.split(",") if x]
-    args.modes = [x for x in args.modes.split(",") if x]
-    for mode in args.modes:
-        if mode not in ("idle", "sustained", "graph"):
-            ap.error(f"--modes: unknown {mode} (known: idle, sustained, graph)")
-    for name in args.libraries:
-        if name not in LIBRARIES:
-            ap.error(f"--libraries: unknown {name} (known: {', '.join(LIBRARIES)})")
+    args.libraries = names(ap, "--libraries", args.libraries, LIBRARIES)
+    args.modes = names(ap, "--modes", args.modes, ("idle", "sustained", "graph"))
     import torch
 
     if not torch.cuda.is_available():
         log("decode_compare: torch sees no GPU")
         return 3
-    device = torch.cuda.current_device()
-    gpu = nvml.Telemetry(device, uuid=torch.cuda.get_device_properties(device).uuid)
-    env = {"gpu": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-           "torch": torch.__version__, "peers": {}, "nvml": gpu.available}
-    env["flashjit"] = module_version("flashjit")
-    for module in ("cudnn", "flashinfer"):
-        env["peers"][module] = module_version(module)
+    gpu, env = environment(torch, ("flashjit",))
+    env["peers"] = {m: module_version(m) for m in ("cudnn", "flashinfer")}
     planned = len(args.batch) * len(args.cache) * len(args.tokens) * len(args.heads) * len(args.pages)
     text = write_report(measure(torch, args, gpu, on_point=lambda rows: write_report(rows, args, env, planned)),
                         args, env, planned)

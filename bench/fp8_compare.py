@@ -22,11 +22,10 @@ import json
 import math
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import nvml  # noqa: E402
-from decode_compare import error_text, log, module_version, parse_list, rel_error, time_calls  # noqa: E402
+from bench_common import (add_timing_arguments, environment, error_text, log, names, parse_list,  # noqa: E402
+                          rel_error, time_calls, write_outputs)
 
 TOKENS, WIDTH, E4M3_MAX = 16384, 2048, 448.0
 FLASHJIT_CONFIG = None  # --flashjit-config: tuning pinned for flashjit's fp8 calls
@@ -218,12 +217,7 @@ def markdown(rows, args, env):
 
 def write_report(rows, args, env):
     text = markdown(rows, args, env)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"env": env, "rows": rows}, f, indent=1)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(text)
+    write_outputs(args, {"env": env, "rows": rows}, text)
     return text
 
 
@@ -233,41 +227,23 @@ def main():
     ap.add_argument("--seqlens", default="1k,4k,16k")
     ap.add_argument("--masks", default="none,causal")
     ap.add_argument("--libraries", default=",".join(LIBRARIES))
-    ap.add_argument("--modes", default="idle,sustained")
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--sustain-s", type=float, default=1.0)
-    ap.add_argument("--cooldown-ms", type=int, default=300)
-    ap.add_argument("--flush-mb", type=int, default=256)
+    add_timing_arguments(ap, iters=20, sustain_s=1.0, cooldown_ms=300)
     ap.add_argument("--flashjit-config", default="",
                     help='JSON pinning the fp8 kernels\' tuning, e.g. \'{"tuning": {"num_kv_stages": 3}}\'')
-    ap.add_argument("--json", default="")
-    ap.add_argument("--markdown", default="")
     args = ap.parse_args()
     global FLASHJIT_CONFIG
     FLASHJIT_CONFIG = json.loads(args.flashjit_config) if args.flashjit_config else None
     args.dims, args.seqlens = parse_list(args.dims), parse_list(args.seqlens)
     args.masks = [m for m in args.masks.split(",") if m]
-    args.libraries = [x for x in args.libraries.split(",") if x]
-    args.modes = [x for x in args.modes.split(",") if x]
-    for name in args.libraries:
-        if name not in LIBRARIES:
-            ap.error(f"--libraries: unknown {name} (known: {', '.join(LIBRARIES)})")
-    for mode in args.modes:
-        if mode not in ("idle", "sustained"):
-            ap.error(f"--modes: unknown {mode} (known: idle, sustained)")
-    for m in args.masks:
-        if m not in ("none", "causal"):
-            ap.error(f"--masks: unknown {m} (known: none, causal)")
+    args.libraries = names(ap, "--libraries", args.libraries, LIBRARIES)
+    args.modes = names(ap, "--modes", args.modes, ("idle", "sustained"))
+    args.masks = names(ap, "--masks", ",".join(args.masks), ("none", "causal"))
     import torch
 
     if not torch.cuda.is_available():
         log("fp8_compare: torch sees no GPU")
         return 3
-    device = torch.cuda.current_device()
-    gpu = nvml.Telemetry(device, uuid=torch.cuda.get_device_properties(device).uuid)
-    env = {"gpu": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-           "torch": torch.__version__, "flashjit": module_version("flashjit"), "cudnn": module_version("cudnn")}
+    gpu, env = environment(torch, ("flashjit", "cudnn"))
     text = write_report(measure(torch, args, gpu, on_point=lambda rows: write_report(rows, args, env)), args, env)
     print(text)
     return 0

@@ -1,0 +1,118 @@
+"""What the benchmarks share: timing a library's calls in the idle and sustained modes (with the
+board's telemetry), the timing and output options, the run's environment, list parsing and
+error text. decode_compare.py and fp8_compare.py build their points and reports on it."""
+
+import importlib
+import json
+import time
+
+import nvml
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def module_version(name):
+    try:
+        return getattr(importlib.import_module(name), "__version__", "?")
+    except Exception as e:  # noqa: BLE001
+        return f"not importable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+
+
+def parse_list(text, kind=int):
+    out = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        if not part:
+            continue
+        mult = 1
+        if kind is int and part.endswith("k"):
+            part, mult = part[:-1], 1024
+        out.append(kind(part) * mult if kind is int else kind(part))
+    return out
+
+
+def time_calls(torch, calls, mode, args, flush, gpu):
+    n = len(calls)
+    calls[0]()  # plan, compile, autotune outside the timing
+    torch.cuda.synchronize()
+    if mode == "idle":
+        time.sleep(args.cooldown_ms / 1000.0)
+        for i in range(args.warmup):
+            flush.fill_(i)
+            calls[i % n]()
+    else:
+        end, i = time.time() + args.sustain_s, 0
+        while time.time() < end:
+            calls[i % n]()
+            i += 1
+    torch.cuda.synchronize()
+    energy0 = gpu.energy_mj()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
+    stops = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
+    for i in range(args.iters):
+        if mode == "idle":
+            flush.fill_(i)
+        starts[i].record()
+        calls[i % n]()
+        stops[i].record()
+    torch.cuda.synchronize()
+    samples = sorted(a.elapsed_time(b) for a, b in zip(starts, stops))
+    tele = gpu.sample(energy0)
+    median = samples[len(samples) // 2]
+    result = {"median_ms": median, "min_ms": samples[0], "samples_ms": samples, **tele}
+    if mode == "sustained" and tele["power_w"] is not None:
+        result["energy_per_call_j"] = tele["power_w"] * median * 1e-3
+    return result
+
+
+def rel_error(torch, a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def error_text(e):
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {msg}"[:300]
+
+
+def add_timing_arguments(ap, iters=30, sustain_s=1.5, cooldown_ms=500, modes_help="idle and/or sustained"):
+    """The options every benchmark's timing takes (time_calls reads them), and its outputs."""
+    ap.add_argument("--modes", default="idle,sustained", help=modes_help)
+    ap.add_argument("--iters", type=int, default=iters)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--sustain-s", type=float, default=sustain_s)
+    ap.add_argument("--cooldown-ms", type=int, default=cooldown_ms)
+    ap.add_argument("--flush-mb", type=int, default=256)
+    ap.add_argument("--json", default="")
+    ap.add_argument("--markdown", default="")
+
+
+def names(ap, flag, text, known):
+    """A comma-separated option's entries, each one of `known` (else the parser's error)."""
+    out = [x for x in text.split(",") if x]
+    for x in out:
+        if x not in known:
+            ap.error(f"{flag}: unknown {x} (known: {', '.join(known)})")
+    return out
+
+
+def environment(torch, modules):
+    """The GPU's telemetry and the run's environment: GPU, date, torch and the named modules' versions."""
+    device = torch.cuda.current_device()
+    gpu = nvml.Telemetry(device, uuid=torch.cuda.get_device_properties(device).uuid)
+    env = {"gpu": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+           "torch": torch.__version__, "nvml": gpu.available}
+    env.update({m: module_version(m) for m in modules})
+    return gpu, env
+
+
+def write_outputs(args, report, text):
+    """The JSON report and the markdown page where --json / --markdown name files."""
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
