@@ -4,6 +4,7 @@ error text. decode_compare.py and fp8_compare.py build their points and reports 
 
 import importlib
 import json
+import sys
 import time
 
 import nvml

@@ -161,13 +161,17 @@ _NO_SCALES = ({"q": "none", "k": "none", "v": "none"}, None, None, None)
 def _scales(lay: _Layout, q_scale, k_scale, v_scale, device):
     """The config's scales, dtype.scale and the per-token scales' strides. Per-token Q scales
     follow q ([batch, heads_q, seqlen_q], ragged [heads_q, total_q]); per-token K scales are
-    indexed by each key's position in its sequence: [batch, heads_k, max_seqlen_k]."""
+    indexed by each key's position in its sequence: [batch, heads_k, positions], positions
+    covering every sequence's cached keys."""
     if q_scale is None and k_scale is None and v_scale is None:
         return _NO_SCALES
     q_shape = (lay.heads_q, lay.total_q) if lay.varlen else (lay.batch, lay.heads_q, lay.seqlen_q)
-    gq, dq, sq = _scale_of("q_scale", q_scale, lay.heads_q, q_shape, lay.varlen, device)
-    gk, dk, sk = _scale_of("k_scale", k_scale, lay.heads_k, (lay.batch, lay.heads_k, lay.seqlen_k), False, device)
-    gv, _, _ = _scale_of("v_scale", v_scale, lay.heads_k, (), False, device, allow_token=False)
+    # Any length of K's position axis: the kernel reads positions below each sequence's cache length.
+    positions = k_scale.shape[-1] if k_scale is not None and k_scale.dim() == 3 else lay.seqlen_k
+    gq, dq, sq = _scale_of("q_scale", q_scale, lay.heads_q, q_shape, lay.varlen, device, fail=_fail)
+    gk, dk, sk = _scale_of("k_scale", k_scale, lay.heads_k, (lay.batch, lay.heads_k, positions), False, device,
+                           fail=_fail)
+    gv, _, _ = _scale_of("v_scale", v_scale, lay.heads_k, (), False, device, allow_token=False, fail=_fail)
     if dq and dk and dq != dk:
         _fail(f"per-token q_scale and k_scale must share one dtype (got {q_scale.dtype} and {k_scale.dtype})")
     return {"q": gq, "k": gk, "v": gv}, dq or dk, sq, sk
@@ -383,8 +387,8 @@ def decode(
             the scale are the inputs): one float32 (per tensor), float32 ``[heads]`` (per head:
             q's heads for q_scale, the KV heads for k/v), or per token float32 / bfloat16
             ``[batch, heads_q, seqlen_q]`` (ragged ``[heads_q, total_q]``) for q_scale and
-            ``[batch, heads_k, max_seqlen_k]`` (each key's position in its sequence, paged or
-            not) for k_scale. v_scale is per tensor or per head. fp8 outputs are bfloat16 unless
+            ``[batch, heads_k, positions]`` (each key's position in its sequence, paged or not;
+            positions covering every sequence's cached keys) for k_scale. v_scale is per tensor or per head. fp8 outputs are bfloat16 unless
             ``out`` is float16.
 
     Returns:

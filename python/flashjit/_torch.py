@@ -188,14 +188,15 @@ def _out_dtype(dtype):
 _NO_SCALES = ({"q": "none", "k": "none", "v": "none"}, None, None, None)
 
 
-def _scale_of(name, t, heads, per_token_shape, varlen, device, allow_token=True):
+def _scale_of(name, t, heads, per_token_shape, varlen, device, allow_token=True, fail=None):
     """(granularity, scale dtype or None, (batch, head) strides or None) of one scale tensor, from
     its shape: one fp32 (per_tensor), fp32 [heads] (per_head), or [batch, heads, seqlen] (ragged:
     [heads, total]) in float32 or bfloat16 (per_token)."""
+    fail = fail or _fail
     if t is None:
         return "none", None, None
     if t.device != device:
-        _fail(f"{name} is on {t.device}, q on {device}")
+        fail(f"{name} is on {t.device}, q on {device}")
     if t.dtype == _FLOAT32 and t.numel() == 1:
         return "per_tensor", None, None
     if t.dtype == _FLOAT32 and t.dim() == 1 and t.shape[0] == heads and t.stride(0) == 1:
@@ -206,7 +207,7 @@ def _scale_of(name, t, heads, per_token_shape, varlen, device, allow_token=True)
         return "per_token", "fp32" if t.dtype == _FLOAT32 else "bf16", strides
     kinds = "one float32, float32 [%d]%s" % (heads, f", or float32/bfloat16 {list(per_token_shape)} with a "
                                               "contiguous last axis" if allow_token else "")
-    _fail(f"{name} of shape {tuple(t.shape)} ({t.dtype}) is no scale tensor here: expected {kinds}")
+    fail(f"{name} of shape {tuple(t.shape)} ({t.dtype}) is no scale tensor here: expected {kinds}")
 
 
 def _scales(lay: _Layout, q_scale, k_scale, v_scale, device):

@@ -50,7 +50,7 @@ def test_fp8_caches_write_bfloat16_and_take_scales():
                                        0.0, 0, False, None, meta(1, dtype=torch.float32), meta(8, dtype=torch.float32),
                                        meta(1, dtype=torch.float32))
     assert o.dtype == BF16 and tuple(o.shape) == (4, 1, 32, 128)
-    with pytest.raises(flashjit.ArgumentError, match="k_scale of shape"):
+    with pytest.raises(flashjit.ArgumentError, match="flashjit.decode: k_scale of shape"):
         torch.ops.flashjit.decode(q, k, v, kw["cache_seqlens"], kw["page_table"], None, -1, -1, False, -1, -1,
                                   0.0, 0, False, None, None, meta(3, dtype=torch.float32), None)
 

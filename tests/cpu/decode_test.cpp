@@ -93,9 +93,9 @@ TEST(DecodeFamily, RulesNameTheField) {
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_kv_stages"});
 }
 
-// fp8 caches: "auto" still picks decode, with every scale granularity the FP8 issue defines; a
-// stage holds half the bytes, so the ring holds more of them; per-token K scales add a slot per
-// stage (and one more) of BN floats.
+// fp8 caches: "auto" still picks decode, with every scale granularity the FP8 issue defines; the
+// ring has the stages a 16-bit cache of the same shape gets (half its bytes); per-token K scales
+// add a slot per stage (and one more) of BN floats.
 TEST(DecodeFamily, Fp8CachesTakeEveryScaleGranularity) {
   Config c = decode_config(4, 1);
   c.kv_layout = {true, 16};
@@ -107,7 +107,9 @@ TEST(DecodeFamily, Fp8CachesTakeEveryScaleGranularity) {
   Config bf16 = decode_config(4, 1);
   bf16.kv_layout = {true, 16};
   const Config rb = resolve(bf16);
-  EXPECT_GT(*r.tuning.num_kv_stages, *rb.tuning.num_kv_stages);
+  EXPECT_EQ(*r.tuning.num_kv_stages, *rb.tuning.num_kv_stages);
+  EXPECT_EQ(generate(resolve(bf16)).launch.smem_bytes - generate(r).launch.smem_bytes,
+            *r.tuning.num_kv_stages * *r.tuning.BN * 2 * 128 - (*r.tuning.num_kv_stages + 1) * *r.tuning.BN * 4);
   Config unscaled = c;
   unscaled.scales = {ScaleGranularity::none, ScaleGranularity::none, ScaleGranularity::none};
   unscaled.dtype.scale.reset();
