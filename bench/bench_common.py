@@ -78,6 +78,15 @@ def error_text(e):
     return f"{type(e).__name__}: {msg}"[:300]
 
 
+E4M3_MAX = 448.0
+
+
+def e4m3_per_tensor(torch, x):
+    """x stored as e4m3 with one float32 dequantisation scale (amax mapped to 448): (stored, scale [1])."""
+    scale = (x.float().abs().amax() / E4M3_MAX).clamp_min(1e-12).reshape(1).contiguous()
+    return (x.float() / scale).to(torch.float8_e4m3fn), scale
+
+
 def add_timing_arguments(ap, iters=30, sustain_s=1.5, cooldown_ms=500, modes_help="idle and/or sustained"):
     """The options every benchmark's timing takes (time_calls reads them), and its outputs."""
     ap.add_argument("--modes", default="idle,sustained", help=modes_help)

@@ -35,8 +35,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import (add_timing_arguments, environment, error_text, log, module_version, names,  # noqa: E402
-                          parse_list, rel_error, time_calls, write_outputs)
+from bench_common import (add_timing_arguments, e4m3_per_tensor, environment, error_text, log,  # noqa: E402
+                          module_version, names, parse_list, rel_error, time_calls, write_outputs)
 
 
 def heads_list(text):
@@ -87,13 +87,10 @@ class Inputs:
             self.dense = [(torch.randn(p.batch, p.cache, p.hk, p.dim, dtype=dt, device=dev),
                            torch.randn(p.batch, p.cache, p.hk, p.dim, dtype=dt, device=dev)) for _ in range(sets)]
         self.sets = sets
-        if fp8:  # the same cache and queries in e4m3 with per-tensor scales (amax to 448)
-            f8, top = torch.float8_e4m3fn, 448.0
-            self.kv_scale = (self.kv.abs().amax().float() / top).reshape(1)
-            self.kv8 = (self.kv.float() / self.kv_scale).to(f8)
+        if fp8:  # the same cache and queries in e4m3 with per-tensor scales
+            self.kv8, self.kv_scale = e4m3_per_tensor(torch, self.kv)
             self.k8, self.v8 = self.kv8[:, 0], self.kv8[:, 1]
-            self.q_scale = [(q.abs().amax().float() / top).reshape(1) for q in self.q]
-            self.q8 = [(q.float() / s).to(f8) for q, s in zip(self.q, self.q_scale)]
+            self.q8, self.q_scale = zip(*(e4m3_per_tensor(torch, q) for q in self.q))
 
 
 # ---- libraries: each returns a list of callables (one per input set) and the first's output --------

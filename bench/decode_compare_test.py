@@ -24,6 +24,19 @@ class DecodeCompare(unittest.TestCase):
         # an e4m3 cache: K and V at one byte a value, Q and O still 2
         self.assertEqual(p.bytes(kv_elem=1), 2 * 1000 * 2 * 2 * 64 + 2 * 2 * 2 * 4 * 8 * 64)
 
+    def test_e4m3_per_tensor_maps_the_largest_magnitude_to_448(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("torch is not installed")
+        import bench_common
+        x = torch.tensor([[1.0, -3.5], [0.25, 2.0]])
+        stored, scale = bench_common.e4m3_per_tensor(torch, x)
+        self.assertEqual(stored.dtype, torch.float8_e4m3fn)
+        self.assertAlmostEqual(scale.item(), 3.5 / 448, places=7)
+        self.assertEqual(stored.float()[0, 1].item(), -448.0)
+        self.assertEqual(stored.float()[1, 1].item(), 256.0)  # 2 / (3.5 / 448), exact in e4m3
+
     def test_markdown_marks_missing_libraries(self):
         class Args:
             iters, sustain_s, modes, libraries = 30, 1.5, ["sustained"], ["flashjit", "cudnn"]

@@ -1,4 +1,5 @@
-"""What the GPU suites share: skipping without torch or a GPU, and the error measure."""
+"""What the GPU suites share: skipping without torch or a GPU, the error measure, and fp8
+quantisation with dequantisation scales."""
 
 import pytest
 
@@ -23,3 +24,23 @@ def rel_error(out, ref):
     ref = ref.double()
     denom = ref.norm().item()
     return (out.double() - ref).norm().item() / (denom if denom > 0 else 1.0)
+
+
+def quantised(x, dtype, per_token=False):
+    """x [B, S, H, D] stored as fp8 with its dequantisation scale: amax over the largest finite
+    value, one float32 for the tensor or float32 [B, H, S] per token."""
+    import torch
+
+    top = torch.finfo(dtype).max
+    if per_token:
+        amax = x.float().abs().amax(-1).clamp_min(1e-12)  # [B, S, H]
+        scale = amax / top
+        stored = (x.float() / scale[..., None]).to(dtype)
+        return stored, scale.permute(0, 2, 1).contiguous()
+    scale = (x.float().abs().amax().clamp_min(1e-12) / top).reshape(1)
+    return (x.float() / scale).to(dtype), scale
+
+
+def dequantised(stored, scale):
+    """fp64 values of `quantised`'s output: stored x scale (per token: scale [B, H, S])."""
+    return stored.double() * (scale.double().permute(0, 2, 1)[..., None] if scale.dim() == 3 else scale.double())

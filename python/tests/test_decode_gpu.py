@@ -5,7 +5,7 @@ and a CUDA graph replayed on fresh data. Skipped without torch or a GPU."""
 
 import pytest
 
-from gpu_support import rel_error, require_torch_gpu
+from gpu_support import dequantised, quantised, rel_error, require_torch_gpu
 
 torch = require_torch_gpu()
 
@@ -131,27 +131,15 @@ def test_ragged_steps(seed):
 FP8_TOLERANCE = {torch.float8_e4m3fn: 2e-2, torch.float8_e5m2: 2e-2}
 
 
-def quantised(x, dtype, per_token=False):
-    """x [B, S, H, D] as fp8 with its dequantisation scale: one float32, or float32 [B, H, S] per
-    token; returns (stored, scale, dequantised fp64 [B, S, H, D])."""
-    top = torch.finfo(dtype).max
-    if per_token:
-        scale = (x.float().abs().amax(-1).clamp_min(1e-12) / top)  # [B, S, H]
-        stored = (x.float() / scale[..., None]).to(dtype)
-        return stored, scale.permute(0, 2, 1).contiguous(), stored.double() * scale.double()[..., None]
-    scale = (x.float().abs().amax().clamp_min(1e-12) / top).reshape(1)
-    stored = (x.float() / scale).to(dtype)
-    return stored, scale, stored.double() * scale.double()
-
-
 @pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2], ids=["e4m3", "e5m2"])
 @pytest.mark.parametrize("per_token", [False, True], ids=["per_tensor", "per_token"])
 def test_fp8_cache_matches_the_dequantised_fp64(seed, dtype, per_token):
     lens, tokens, hq, hk, dim, page = [0, 33, 5000], 4, 32, 8, 128, 16
     batch, longest = len(lens), max(lens)
-    q8, qs, qd = quantised(torch.randn(batch, tokens, hq, dim, device=DEV), dtype, per_token)
-    k8, ks, kd = quantised(torch.randn(batch, longest, hk, dim, device=DEV), dtype, per_token)
-    v8, vs, vd = quantised(torch.randn(batch, longest, hk, dim, device=DEV), dtype)
+    q8, qs = quantised(torch.randn(batch, tokens, hq, dim, device=DEV), dtype, per_token)
+    k8, ks = quantised(torch.randn(batch, longest, hk, dim, device=DEV), dtype, per_token)
+    v8, vs = quantised(torch.randn(batch, longest, hk, dim, device=DEV), dtype)
+    qd, kd, vd = dequantised(q8, qs), dequantised(k8, ks), dequantised(v8, vs)
     kp, vp, table = paged_cache(k8, v8, lens, page)
     seqlens = torch.tensor(lens, dtype=torch.int32, device=DEV)
     o, lse = flashjit.decode(q8, kp, vp, page_table=table, cache_seqlens=seqlens, causal=True, return_lse=True,

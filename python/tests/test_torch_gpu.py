@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from gpu_support import rel_error, require_torch_gpu
+from gpu_support import dequantised, quantised, rel_error, require_torch_gpu
 
 torch = require_torch_gpu()
 
@@ -217,19 +217,6 @@ def test_rope_columns_match_the_concatenated_fp64(seed):
 FP8_TOLERANCE = {torch.float8_e4m3fn: 3e-2, torch.float8_e5m2: 6e-2}
 
 
-def quantised(x, dtype, per_token=False):
-    """x [B, S, H, D] stored as fp8 with its dequantisation scale: amax over the largest finite
-    value, one float32 for the tensor or float32 [B, H, S] per token."""
-    top = torch.finfo(dtype).max
-    if per_token:
-        amax = x.float().abs().amax(-1).clamp_min(1e-12)  # [B, S, H]
-        scale = amax / top
-        stored = (x.float() / scale[..., None]).to(dtype)
-        return stored, scale.permute(0, 2, 1).contiguous()
-    scale = (x.float().abs().amax().clamp_min(1e-12) / top).reshape(1)
-    return (x.float() / scale).to(dtype), scale
-
-
 @pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2], ids=["e4m3", "e5m2"])
 @pytest.mark.parametrize("per_token", [False, True], ids=["per_tensor", "per_token"])
 def test_fp8_inputs_with_scales_match_the_dequantised_fp64(dtype, per_token, seed):
@@ -237,8 +224,7 @@ def test_fp8_inputs_with_scales_match_the_dequantised_fp64(dtype, per_token, see
     (q8, qs), (k8, ks), (v8, vs) = quantised(q, dtype, per_token), quantised(k, dtype, per_token), quantised(v, dtype)
     o = flashjit.attention(q8, k8, v8, causal=True, q_scale=qs, k_scale=ks, v_scale=vs)
     assert o.dtype == BF16 and o.shape == q.shape
-    deq = lambda t, s: t.double() * (s.double().permute(0, 2, 1)[..., None] if s.dim() == 3 else s.double())
-    ref, _ = reference(deq(q8, qs), deq(k8, ks), deq(v8, vs), causal=True)
+    ref, _ = reference(dequantised(q8, qs), dequantised(k8, ks), dequantised(v8, vs), causal=True)
     err = rel_error(o, ref)
     assert err <= FP8_TOLERANCE[dtype], f"rel error {err:.3e} > {FP8_TOLERANCE[dtype]} (seed {seed})"
 

@@ -11,14 +11,15 @@
 //   K: a 16-byte chunk of a key row holds 16 head-dim values, one k-step of m16n8k16. ldmatrix
 //   (b16) gives lane (g, t) the bytes d = 4t .. 4t + 3 of key g; the low pair is the B
 //   fragment's first register (k = 2t, 2t + 1), the high pair its second (k = 2t + 8, 2t + 9). So
-//   k slot s of a chunk is head-dim column kQSlot[s] below, and Q is stored (as fp16, dequantised)
-//   with its columns in that order, which makes Q K^T the same sum.
+//   k slot s of a chunk is head-dim column q_column(s) below, and Q is stored (as fp16,
+//   dequantised) with its columns in that order, which makes Q K^T the same sum.
 //   V: ldmatrix.trans (b16) gives lane (g, t) the bytes of keys 2t, 2t + 1 at d = 2g, 2g + 1; the
 //   even columns' pair and the odd columns' pair are two B fragments: one chunk of 16 columns is
 //   two n-tiles of 8, the even columns' and the odd ones'. O's n-tile dt = 2c + parity therefore
 //   holds columns 16c + 2n + parity (column_of below).
 #pragma once
 
+#include "common/element_traits.cuh"
 #include "common/types.cuh"
 #include "sm80/ldmatrix.cuh"
 #include "sm80/mma.cuh"
@@ -30,10 +31,6 @@ namespace flashjit::decode {
 using sm80::LanePart;
 using sm80::SmemTile;
 
-template <class E> struct IsFp8 { static constexpr bool value = false; };
-template <> struct IsFp8<e4m3_t> { static constexpr bool value = true; };
-template <> struct IsFp8<e5m2_t> { static constexpr bool value = true; };
-
 // Two fp8 bytes of `x` (selector picks them into the high bytes of two 16-bit lanes) as fp16x2.
 template <class E, u32 kSelector>
 __device__ __forceinline__ u32 widen2(u32 x) {
@@ -42,12 +39,11 @@ __device__ __forceinline__ u32 widen2(u32 x) {
   else return (hi & 0x80008000u) | ((hi >> 1) & 0x3f803f80u);  // e4m3, times 2^-8
 }
 
-template <class E, class QTile, int kBN, int kDQK, int kDV, bool kFp8 = IsFp8<E>::value>
+template <class E, class QTile, int kBN, int kDQK, int kDV, bool kFp8 = ElementTraits<E>::kBytes == 1>
 struct KvOperands {
   using Operand = E;  // Q and P in shared memory and registers
   using KTile = SmemTile<kBN, kDQK>;
   using VTile = SmemTile<kBN, kDV>;
-  static constexpr int kChunkElems = 8;  // elements of one 16-byte cp.async chunk
   static constexpr float kValueFactor = 1.f;
 
   template <int kNT>
@@ -68,7 +64,6 @@ struct KvOperands<E, QTile, kBN, kDQK, kDV, true> {
   using Operand = fp16_t;
   using KTile = SmemTile<kBN, kDQK / 2>;  // 16-bit units of two fp8 values
   using VTile = SmemTile<kBN, kDV / 2>;
-  static constexpr int kChunkElems = 16;
   static constexpr float kValueFactor = SameType<E, e4m3_t>::value ? 256.f : 1.f;
 
   // Head-dim column (within a 16-column chunk) of Q's k slot s.

@@ -24,6 +24,7 @@
 // Multi-token steps are causal among themselves (bottom-right aligned, as every mask here).
 #pragma once
 
+#include "common/element_traits.cuh"
 #include "common/kv_policy.cuh"
 #include "common/mask.cuh"
 #include "common/params.cuh"
@@ -71,14 +72,14 @@ struct SplitKv {
   static constexpr int kWarpsN = kWarps / kWarpsM;
   static constexpr int kKeys = kBN / kWarpsN;  // keys of a tile each warp takes
   static constexpr int kNT = kKeys / 8, kPSteps = kKeys / 16, kDT = kDV / 8;
-  static constexpr bool kFp8 = IsFp8<E>::value;
+  static constexpr bool kFp8 = ElementTraits<E>::kBytes == 1;
   static constexpr bool kKeyScales = T::kKScale == ScaleKind::kPerToken;
   using QTile = SmemTile<kBM, kDQK>;
   using Ops = KvOperands<E, QTile, kBN, kDQK, kDV>;
   using CE = typename Ops::Operand;  // Q and P
   using KTile = typename Ops::KTile;
   using VTile = typename Ops::VTile;
-  static constexpr int kChunkElems = Ops::kChunkElems;
+  static constexpr int kChunkElems = ElementTraits<E>::kChunkElems;  // per 16-byte cp.async
   using Kv = KvCache<T::kVarlen, T::kPaged, T::kPageSize>;
   using Softmax = sm80::OnlineSoftmax<1, kThreads, false>;
   static constexpr SmemRegions kR =
