@@ -20,6 +20,7 @@ from ._torch import (
     _FLOAT32,
     _INPUT_NAMES,
     _INT32,
+    _NO_SCALES,
     _config_key,
     _config_text,
     _device_arch,
@@ -31,7 +32,7 @@ from ._torch import (
     _merged,
     _pinned,
     _raw_stream,
-    _scale_of,
+    _scales_of_shapes,
     _signature,
 )
 
@@ -155,26 +156,15 @@ def _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_
     return lay
 
 
-_NO_SCALES = ({"q": "none", "k": "none", "v": "none"}, None, None, None)
-
-
 def _scales(lay: _Layout, q_scale, k_scale, v_scale, device):
     """The config's scales, dtype.scale and the per-token scales' strides. Per-token Q scales
     follow q ([batch, heads_q, seqlen_q], ragged [heads_q, total_q]); per-token K scales are
     indexed by each key's position in its sequence: [batch, heads_k, positions], positions
-    covering every sequence's cached keys."""
-    if q_scale is None and k_scale is None and v_scale is None:
-        return _NO_SCALES
+    covering every sequence's cached keys (the kernel reads positions below each cache length)."""
     q_shape = (lay.heads_q, lay.total_q) if lay.varlen else (lay.batch, lay.heads_q, lay.seqlen_q)
-    # Any length of K's position axis: the kernel reads positions below each sequence's cache length.
     positions = k_scale.shape[-1] if k_scale is not None and k_scale.dim() == 3 else lay.seqlen_k
-    gq, dq, sq = _scale_of("q_scale", q_scale, lay.heads_q, q_shape, lay.varlen, device, fail=_fail)
-    gk, dk, sk = _scale_of("k_scale", k_scale, lay.heads_k, (lay.batch, lay.heads_k, positions), False, device,
-                           fail=_fail)
-    gv, _, _ = _scale_of("v_scale", v_scale, lay.heads_k, (), False, device, allow_token=False, fail=_fail)
-    if dq and dk and dq != dk:
-        _fail(f"per-token q_scale and k_scale must share one dtype (got {q_scale.dtype} and {k_scale.dtype})")
-    return {"q": gq, "k": gk, "v": gv}, dq or dk, sq, sk
+    return _scales_of_shapes((q_scale, k_scale, v_scale), (lay.heads_q, lay.heads_k),
+                             (q_shape, (lay.batch, lay.heads_k, positions)), (lay.varlen, False), device, fail=_fail)
 
 
 def _out_dtype(dtype):

@@ -210,21 +210,30 @@ def _scale_of(name, t, heads, per_token_shape, varlen, device, allow_token=True,
     fail(f"{name} of shape {tuple(t.shape)} ({t.dtype}) is no scale tensor here: expected {kinds}")
 
 
-def _scales(lay: _Layout, q_scale, k_scale, v_scale, device):
-    """The config's scales, dtype.scale, and the per-token scales' strides."""
-    if q_scale is None and k_scale is None and v_scale is None:
+def _scales_of_shapes(scales, heads, shapes, ragged, device, fail=None):
+    """The config's scales, dtype.scale and the per-token scales' strides, from the q, k and v
+    scale tensors, each against its heads, per-token shape and whether its rows are packed."""
+    fail = fail or _fail
+    if all(t is None for t in scales):
         return _NO_SCALES
+    (q_scale, k_scale, v_scale), (hq, hk), (q_shape, k_shape), (q_ragged, k_ragged) = scales, heads, shapes, ragged
+    gq, dq, sq = _scale_of("q_scale", q_scale, hq, q_shape, q_ragged, device, fail=fail)
+    gk, dk, sk = _scale_of("k_scale", k_scale, hk, k_shape, k_ragged, device, fail=fail)
+    gv, _, _ = _scale_of("v_scale", v_scale, hk, (), False, device, allow_token=False, fail=fail)
+    if dq and dk and dq != dk:
+        fail(f"per-token q_scale and k_scale must share one dtype (got {q_scale.dtype} and {k_scale.dtype})")
+    return {"q": gq, "k": gk, "v": gv}, dq or dk, sq, sk
+
+
+def _scales(lay: _Layout, q_scale, k_scale, v_scale, device):
+    """flashjit.attention's scales: per-token ones [batch, heads, seqlen] (ragged: [heads, total])."""
     if lay.varlen:
         q_shape, k_shape = (lay.heads_q, lay.total_q), (lay.heads_k, lay.total_k)
     else:
         q_shape = (lay.batch, lay.heads_q, lay.seqlen_q)
         k_shape = (lay.batch, lay.heads_k, lay.seqlen_k)
-    gq, dq, sq = _scale_of("q_scale", q_scale, lay.heads_q, q_shape, lay.varlen, device)
-    gk, dk, sk = _scale_of("k_scale", k_scale, lay.heads_k, k_shape, lay.varlen, device)
-    gv, _, _ = _scale_of("v_scale", v_scale, lay.heads_k, (), lay.varlen, device, allow_token=False)
-    if dq and dk and dq != dk:
-        _fail(f"per-token q_scale and k_scale must share one dtype (got {q_scale.dtype} and {k_scale.dtype})")
-    return {"q": gq, "k": gk, "v": gv}, dq or dk, sq, sk
+    return _scales_of_shapes((q_scale, k_scale, v_scale), (lay.heads_q, lay.heads_k), (q_shape, k_shape),
+                             (lay.varlen, lay.varlen), device)
 
 
 def _problem(lay: _Layout, dtype, out_dtype, rope_dtype, mask: str, return_lse: bool, scales=_NO_SCALES) -> dict:
