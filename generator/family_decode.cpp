@@ -5,7 +5,10 @@
 // which merges the splits. The split count is chosen per launch (runtime/host_decode.cpp)
 // unless tuning.splitk_partitions names one. fp8 caches (e4m3, e5m2) keep K/V in fp8 through
 // shared memory and widen them in registers (templates/decode/kv_operands.cuh), on every target.
+// A shared K/V cache (tuning.shared_kv, MLA's latent cache: V is the first head_dim.v columns of
+// K) takes its own split pass (templates/decode/latent_split.cuh) with the same combine.
 #include "decode/combine_shape.cuh"
+#include "decode/latent_regions.cuh"
 #include "decode/smem_regions.cuh"
 #include "generator/element_types.hpp"
 #include "generator/emit.hpp"
@@ -29,7 +32,10 @@ int packed_rows(const Config& c) { return c.group * c.tuning.max_seqlen_q.value_
 
 int kv_bytes(const Config& c) { return dtype_bytes(c.dtype.qkv); }
 
+bool shared_kv(const Config& c) { return c.tuning.shared_kv.value_or(false); }
+
 int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
+  if (shared_kv(c)) return decode::latent_regions({bm, bn, c.head_dim.qk, warps, stages}).total;
   return decode::smem_regions({bm, bn, c.head_dim.qk, c.head_dim.v, warps, stages, kv_bytes(c),
                                c.scales.k == ScaleGranularity::per_token})
       .total;
@@ -40,6 +46,7 @@ class DecodeFamily final : public KernelFamily {
   Family id() const override { return Family::decode; }
 
   std::optional<ConfigIssue> unsupported(const Config& c, const ArchInfo&) const override {
+    if (shared_kv(c)) return latent_unsupported(c);
     const bool fp8 = is_float8(c.dtype.qkv);
     if (c.dtype.qkv != DType::bf16 && c.dtype.qkv != DType::fp16 && !fp8)
       return ConfigIssue{"dtype.qkv", std::string("\"") + to_string(c.dtype.qkv) + "\"",
@@ -53,7 +60,7 @@ class DecodeFamily final : public KernelFamily {
                          "the decode family reads fp8 caches in head dims that are multiples of 32"};
     if (c.head_dim.rope > 0)
       return ConfigIssue{"head_dim.rope", std::to_string(c.head_dim.rope),
-                         "the decode family takes no separate rope tensors (MLA decode is not implemented yet)"};
+                         "the decode family takes rope tensors with a shared K/V cache (tuning.shared_kv: MLA) only"};
     if (!fp8)
       if (auto scaled = scale_issues(c, "the decode family applies quantisation scales to fp8 caches (scaled 16-bit inputs run on the sm80 family)");
           !scaled.empty())
@@ -64,6 +71,8 @@ class DecodeFamily final : public KernelFamily {
   void resolve_tuning(Config& c, const ArchInfo& arch) const override {
     Tuning& t = c.tuning;
     if (!t.max_seqlen_q) t.max_seqlen_q = 1;
+    if (!t.shared_kv) t.shared_kv = false;
+    if (*t.shared_kv) return resolve_latent(c, arch);
     // Packed rows per CTA: 16, 32 or 64 (one to four 16-row warps); more rows take more m blocks.
     if (!t.BM) {
       const int rows = packed_rows(c);
@@ -96,9 +105,9 @@ class DecodeFamily final : public KernelFamily {
     rules::not_for_family(t.num_qk_stages, "num_qk_stages", kName, issues);
     rules::not_for_family(t.num_pv_stages, "num_pv_stages", kName, issues);
     rules::not_for_family(t.swizzle, "swizzle", kName, issues);
-    rules::only_value(t.shared_kv, false, "shared_kv", kName, issues);
     if (*t.max_seqlen_q < 1 || *t.max_seqlen_q > 64)
       bad("max_seqlen_q", *t.max_seqlen_q, "the decode family takes 1 to 64 query tokens per sequence");
+    if (*t.shared_kv) return check_latent(c, arch, issues);
     const int bm = *t.BM, warps = *t.num_warps, bn = *t.BN;
     if (bm != 16 && bm != 32 && bm != 64) bad("BM", bm, "must be 16, 32 or 64 (one to four 16-row warps)");
     if (warps != 4 && warps != 8) bad("num_warps", warps, "must be 4 or 8");
@@ -131,6 +140,7 @@ class DecodeFamily final : public KernelFamily {
   KernelSource emit(const Config& c, const ArchInfo& arch) const override {
     const Tuning& t = c.tuning;
     const int threads = *t.num_warps * 32;
+    const bool latent = *t.shared_kv;
     KernelSource s = source_skeleton(c, arch, kName, threads, smem_bytes(c));
     const std::string symbol = s.launch.entry;  // the operation's: its passes take suffixes
     s.launch.entry = symbol + "_split";
@@ -143,10 +153,80 @@ class DecodeFamily final : public KernelFamily {
                                      {"kMaxSeqlenQ", std::to_string(*t.max_seqlen_q)},
                                      {"kThreads", std::to_string(threads)},
                                      {"kSmemBytes", std::to_string(s.launch.smem_bytes)}}) +
-             "#include \"decode/split_kv.cuh\"\n#include \"decode/combine.cuh\"\n\n" +
-             emit::entry_function(s.launch.entry, threads, 1, "flashjit::decode::split_kv") +
+             (latent ? "#include \"decode/latent_split.cuh\"\n" : "#include \"decode/split_kv.cuh\"\n") +
+             "#include \"decode/combine.cuh\"\n\n" +
+             emit::entry_function(s.launch.entry, threads, 1,
+                                  latent ? "flashjit::decode::latent_split" : "flashjit::decode::split_kv") +
              emit::entry_function(symbol + "_combine", decode::kCombineThreads, 1, "flashjit::decode::combine");
     return s;
+  }
+
+ private:
+  // Shared K/V (MLA): one 16-bit latent tile per key row, nope then rope columns, with V the
+  // first head_dim.v nope columns.
+  static std::optional<ConfigIssue> latent_unsupported(const Config& c) {
+    const char* why = "with tuning.shared_kv (V read from K's columns: MLA's latent cache)";
+    if (c.dtype.qkv != DType::bf16 && c.dtype.qkv != DType::fp16)
+      return ConfigIssue{"dtype.qkv", std::string("\"") + to_string(c.dtype.qkv) + "\"",
+                         std::string("the decode family reads bf16 or fp16 latent caches ") + why};
+    if (c.dtype.rope && *c.dtype.rope != c.dtype.qkv)
+      return ConfigIssue{"dtype.rope", std::string("\"") + to_string(*c.dtype.rope) + "\"",
+                         std::string("the rope part is in dtype.qkv ") + why};
+    if (c.head_dim.qk % 64)
+      return ConfigIssue{"head_dim.qk", std::to_string(c.head_dim.qk),
+                         std::string("must be a multiple of 64 ") + why};
+    if (c.head_dim.v % 64 || c.head_dim.v > c.head_dim.nope())
+      return ConfigIssue{"head_dim.v", std::to_string(c.head_dim.v),
+                         "V is the first head_dim.v columns of K's nope part: a multiple of 64 up to head_dim.qk - "
+                         "head_dim.rope (" + std::to_string(c.head_dim.nope()) + ")"};
+    if (auto scaled = scale_issues(c, std::string("16-bit latent caches take no quantisation scales ") + why);
+        !scaled.empty())
+      return scaled.front();
+    return std::nullopt;
+  }
+
+  // 16 packed rows a warp row block; four warps split each block's O columns and Q K^T's head
+  // dim; two stages of 32 keys. At 576 columns that is 107 KB for 16 rows, so two CTAs share an
+  // SM (H200, MLA bf16, 16 heads, batch 32-128, 4k-32k keys, sustained: 2632-3346 GB/s against
+  // 1948-2385 with four stages, 2407-2899 with three of 16 keys; 2026-12-03).
+  static void resolve_latent(Config& c, const ArchInfo&) {
+    Tuning& t = c.tuning;
+    if (!t.BM) t.BM = packed_rows(c) <= 16 ? 16 : 32;
+    if (!t.num_warps) t.num_warps = 4 * (*t.BM / 16);
+    if (!t.BN) t.BN = 32;
+    if (!t.num_kv_stages) t.num_kv_stages = 2;
+    if (!t.splitk_partitions) t.splitk_partitions = 0;
+    if (!t.scheduler) t.scheduler = Scheduler::transient;
+  }
+
+  static void check_latent(const Config& c, const ArchInfo& arch, std::vector<ConfigIssue>& issues) {
+    const Tuning& t = c.tuning;
+    auto bad = [&](const char* f, int v, std::string rule) {
+      issues.push_back({std::string("tuning.") + f, std::to_string(v), std::move(rule)});
+    };
+    const int bm = *t.BM, warps = *t.num_warps, bn = *t.BN;
+    if (bm != 16 && bm != 32 && bm != 64) bad("BM", bm, "must be 16, 32 or 64 (one to four 16-row warp blocks)");
+    if (!issues.empty()) return;
+    const int blocks = bm / 16, warps_n = warps / blocks;
+    if (warps % blocks || (warps_n != 1 && warps_n != 2 && warps_n != 4))
+      bad("num_warps", warps, "must be 1, 2 or 4 warps per 16-row block (BM / 16 = " + std::to_string(blocks) +
+                                  "): they split the head dim's 64-column panels four k-steps at a time");
+    else if (c.head_dim.v % (64 * warps_n))
+      bad("num_warps", warps, "the " + std::to_string(warps_n) + " warps of a row block each take whole 64-column panels of V (" +
+                                  std::to_string(c.head_dim.v) + " columns)");
+    if (bn < 16 || bn > 128 || bn % 16) bad("BN", bn, "must be a multiple of 16 from 16 to 128");
+    if (*t.num_kv_stages < 2 || *t.num_kv_stages > 8) bad("num_kv_stages", *t.num_kv_stages, "must be 2 to 8");
+    if (*t.splitk_partitions < 0 || *t.splitk_partitions > kMaxSplits)
+      bad("splitk_partitions", *t.splitk_partitions,
+          "must be 0 (chosen per launch) or a split count up to " + std::to_string(kMaxSplits));
+    if (*t.scheduler != Scheduler::transient)
+      issues.push_back({"tuning.scheduler", std::string("\"") + to_string(*t.scheduler) + "\"",
+                        "the decode family launches one CTA per (split, row block, KV head, batch entry)"});
+    if (!issues.empty()) return;
+    const int smem = smem_for(c, bm, bn, warps, *t.num_kv_stages);
+    if (smem > arch.max_smem_per_block)
+      bad("num_kv_stages", *t.num_kv_stages, "needs " + std::to_string(smem) + " bytes of shared memory; " +
+                                                 arch.name + " allows " + std::to_string(arch.max_smem_per_block));
   }
 };
 

@@ -88,6 +88,7 @@ constexpr int kDecodeMaxTokens = 16;
 // The family a config runs on: the one it names, or the fastest that implements it.
 Family choose_family(const Config& c, const ArchInfo& arch) {
   if (c.tuning.family && *c.tuning.family != Family::automatic) return *c.tuning.family;
+  if (c.tuning.shared_kv.value_or(false)) return Family::decode;  // the only family with shared K/V
   const auto& max_q = c.tuning.max_seqlen_q;
   if (max_q && *max_q <= kDecodeMaxTokens && !family_decode().unsupported(c, arch)) return Family::decode;
   if (arch.has_wgmma() && !family_sm90().unsupported(c, arch)) return Family::sm90;
@@ -186,6 +187,7 @@ std::string readable_name(const Config& r) {
   const Tuning& t = r.tuning;
   if (t.family) add("_", to_string(*t.family));
   if (t.max_seqlen_q) add("_q", num(*t.max_seqlen_q));
+  if (t.shared_kv.value_or(false)) add("_latent", "");
   if (t.BM && t.BN) {
     add("_bm", num(*t.BM));
     add("_bn", num(*t.BN));

@@ -107,7 +107,7 @@ DeviceProblem::DeviceProblem(const Config& config, const ProblemShape& shape, ui
   const size_t e = dtype_bytes(config.dtype.qkv), er = dtype_bytes(config.dtype.rope.value_or(config.dtype.qkv));
   q_ = alloc(size_t(rows_q_) * shape.heads_q * h.nope() * e);
   k_ = alloc(size_t(device_rows_k_) * shape.heads_k * h.nope() * e);
-  v_ = alloc(size_t(device_rows_k_) * shape.heads_k * h.v * e);
+  if (!shared_kv()) v_ = alloc(size_t(device_rows_k_) * shape.heads_k * h.v * e);
   if (h.rope) {
     q_rope_ = alloc(size_t(rows_q_) * shape.heads_q * h.rope * er);
     k_rope_ = alloc(size_t(device_rows_k_) * shape.heads_k * h.rope * er);
@@ -356,6 +356,7 @@ void DeviceProblem::upload_inputs(uint64_t seed) {
     return values;
   };
   for (char which : {'q', 'k', 'v'}) {
+    if (which == 'v' && shared_kv()) continue;
     const TensorSlot t = slots(which).first;
     write_input(t, random(t));
   }
@@ -364,9 +365,29 @@ void DeviceProblem::upload_inputs(uint64_t seed) {
       const TensorSlot t = slots(which).second;
       write_input(t, random(t));
     }
+  share_v();
+}
+
+bool DeviceProblem::shared_kv() const { return config_.tuning.shared_kv.value_or(false); }
+
+// A shared K/V cache's V: the first head_dim.v columns of each K row (host copy; the kernels
+// read them from k).
+void DeviceProblem::share_v() {
+  if (!shared_kv()) return;
+  const HeadDims& h = config_.head_dim;
+  const size_t rows = size_t(rows_k_) * shape_.heads_k;
+  for (size_t r = 0; r < rows; ++r) std::copy_n(hk_.begin() + r * h.qk, h.v, hv_.begin() + r * h.v);
 }
 
 std::vector<float> DeviceProblem::set_input(char which, const std::vector<float>& values) {
+  if (which == 'v' && shared_kv())
+    throw ArgumentError("input v: the config has tuning.shared_kv = true, so V is the first head_dim.v columns of k");
+  std::vector<float> used = set_split_input(which, values);
+  if (which == 'k') share_v();
+  return used;
+}
+
+std::vector<float> DeviceProblem::set_split_input(char which, const std::vector<float>& values) {
   const auto [main, rope] = slots(which);
   const size_t rows = size_t(main.rows) * main.heads, full = main.host_dim;
   if (values.size() != rows * full)
@@ -434,7 +455,7 @@ AttentionArgs DeviceProblem::args() const {
   AttentionArgs a;
   a.q = tensor(q_, true, h.nope());
   a.k = tensor(k_, false, h.nope());
-  a.v = tensor(v_, false, h.v);
+  if (!shared_kv()) a.v = tensor(v_, false, h.v);  // shared K/V: V is read from k
   a.o = tensor(o_, true, h.v);
   if (h.rope) {
     a.q_rope = tensor(q_rope_, true, h.rope);
@@ -479,6 +500,7 @@ void ProblemShape::apply_to(AttentionArgs& a) const {
 
 AttentionArgs DeviceProblem::reference_args() const {
   AttentionArgs a = args();
+  if (shared_kv()) a.v = a.k;  // the reference reads V's columns through k's strides
   a.o = tensor(o_ref_, true, config_.head_dim.v);
   a.lse = reinterpret_cast<float*>(lse_ref_);
   a.num_splits = 0;  // the reference does not split
@@ -698,7 +720,9 @@ double attention_bytes(const Config& c, const ProblemShape& shape) {
     keys += shape.keys_of(c, b);
   }
   const double in = dtype_bytes(c.dtype.qkv), out = dtype_bytes(c.dtype.out);
-  return in * (rows_q * shape.heads_q * c.head_dim.qk + keys * shape.heads_k * (c.head_dim.qk + c.head_dim.v)) +
+  // A shared K/V cache's V is part of its K rows: each key row is read once.
+  const double per_key = c.head_dim.qk + (c.tuning.shared_kv.value_or(false) ? 0 : c.head_dim.v);
+  return in * (rows_q * shape.heads_q * c.head_dim.qk + keys * shape.heads_k * per_key) +
          out * rows_q * shape.heads_q * c.head_dim.v;
 }
 

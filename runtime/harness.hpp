@@ -111,6 +111,9 @@ class DeviceProblem {
   void plan_pages(uint64_t seed);
   void use_page_table(const std::vector<int>& need);
   void upload_inputs(uint64_t seed);
+  bool shared_kv() const;
+  void share_v();
+  std::vector<float> set_split_input(char which, const std::vector<float>& values);
   // One device tensor of an input: its element type, host-order extent, and the columns of the
   // host copy it fills; `which` names the scales it takes ('q', 'k', 'v'; 0: none).
   struct TensorSlot {

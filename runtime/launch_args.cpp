@@ -92,7 +92,14 @@ AttentionParams common_params(const Config& c, const LaunchInfo& launch, const A
   const DType qkv = c.dtype.qkv, rope = c.dtype.rope.value_or(qkv);
   check_tensor("q", a.q, qkv, ragged, false, a.seqlen_q);
   check_tensor("k", a.k, qkv, ragged, paged, a.seqlen_k);
-  check_tensor("v", a.v, qkv, ragged, paged, a.seqlen_k);
+  // A shared K/V cache (MLA's latent cache) reads V from the first head_dim.v columns of K.
+  const bool shared_kv = c.tuning.shared_kv.value_or(false);
+  if (!shared_kv)
+    check_tensor("v", a.v, qkv, ragged, paged, a.seqlen_k);
+  else if (a.v.data && (a.v.data != a.k.data || a.v.batch_stride != a.k.batch_stride ||
+                        a.v.row_stride != a.k.row_stride || a.v.head_stride != a.k.head_stride))
+    fail("args.v is set but the config has tuning.shared_kv = true: V is read from the first head_dim.v columns of "
+         "args.k; leave args.v unset");
   check_tensor("o", a.o, c.dtype.out, ragged, false, a.seqlen_q);
   if (c.head_dim.rope > 0) {
     check_tensor("q_rope", a.q_rope, rope, ragged, false, a.seqlen_q);
@@ -140,7 +147,7 @@ AttentionParams common_params(const Config& c, const LaunchInfo& launch, const A
   auto tensor = [](const Tensor& t) { return TensorArg{t.data, t.batch_stride, t.row_stride, t.head_stride}; };
   p.q = tensor(a.q);
   p.k = tensor(a.k);
-  p.v = tensor(a.v);
+  p.v = tensor(shared_kv ? a.k : a.v);
   p.o = tensor(a.o);
   p.q_rope = tensor(a.q_rope);
   p.k_rope = tensor(a.k_rope);

@@ -2,8 +2,9 @@
 // 1-16 query tokens (causal among themselves), eight-warp tiles (BN 64 and 128), cache lengths
 // 0, 1, 15, 16, 17, 4095 and 65537
 // (at most 1025 with FLASHJIT_TEST_SHAPES=small),
-// windows, ragged queries, fp8 caches (e4m3, e5m2) with every scale granularity, against the fp32 reference (itself checked against fp64 on the CPU
-// with paged inputs); the combine pass alone against a CPU merge of the splits' partials; bad
+// windows, ragged queries, fp8 caches (e4m3, e5m2) with every scale granularity, shared K/V
+// latent caches (MLA: 576 = 512 + 64 rope, V 512, up to 128 heads), against the fp32 reference
+// (itself checked against fp64 on the CPU with paged inputs); the combine pass alone against a CPU merge of the splits' partials; bad
 // page-table entries; and a CUDA graph captured once and replayed on fresh data.
 #include "gpu_test_support.hpp"
 
@@ -71,15 +72,15 @@ ProblemShape step_shape(int batch, int seqlen_q, int seqlen_k, std::vector<int> 
 
 // Batches whose cache lengths cover the edges: empty, one key, around a 16-key page, a long
 // cache, and one longer than 64k keys.
-std::vector<ProblemShape> decode_shapes(const DecodeCase& k) {
+std::vector<ProblemShape> decode_shapes(const DecodeCase& k, int heads_k = 2) {
   std::vector<ProblemShape> shapes;
   const std::vector<std::vector<int>> caches =
       small_shapes() ? std::vector<std::vector<int>>{{0, 1, 17}, {15, 16, 300, 33}, {1025}}
                      : std::vector<std::vector<int>>{{0, 1, 17}, {15, 16, 4095, 333}, {65537}};
   for (const auto& lens : caches) {
     ProblemShape s;
-    s.heads_k = 2;
-    s.heads_q = 2 * k.group;
+    s.heads_k = heads_k;
+    s.heads_q = heads_k * k.group;
     s.batch = int(lens.size());
     s.num_splits = k.splits;
     if (k.mask == Mask::sliding_window) {
@@ -160,6 +161,82 @@ TEST_P(DecodeMatrix, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Decode, DecodeMatrix, ::testing::ValuesIn(decode_cases()),
                          [](const ::testing::TestParamInfo<DecodeCase>& info) { return std::string(info.param.label); });
+
+// Shared K/V (MLA's latent cache): V is the first dv columns of each K row; the rope columns
+// live in their own tensors (or, rope 0, in K's rows: FlashMLA's one-buffer layout).
+struct LatentCase {
+  const char* label;
+  DType dtype;
+  int qk, v, rope, group, tokens, page;
+  Mask mask;
+  bool varlen;
+  int splits;
+  int heads_k = 1;
+  int bm = 0, warps = 0, bn = 0;  // 0: the defaults
+};
+void PrintTo(const LatentCase& c, std::ostream* os) { *os << c.label; }
+
+Config latent_config(const LatentCase& k) {
+  Config c = decode_config({k.label, k.dtype, 64, k.group, k.tokens, k.page, k.mask, k.varlen, k.splits});
+  c.head_dim = {k.qk, k.v, k.rope};
+  c.tuning.shared_kv = true;
+  if (k.bm) c.tuning.BM = k.bm;
+  if (k.warps) c.tuning.num_warps = k.warps;
+  if (k.bn) c.tuning.BN = k.bn;
+  return c;
+}
+
+const std::vector<LatentCase>& latent_cases() {
+  static const std::vector<LatentCase> cases = {
+      {"mla_bf16_g16_q1_page64", DType::bf16, 576, 512, 64, 16, 1, 64, Mask::none, false, 0},
+      {"mla_bf16_g128_q1_page64", DType::bf16, 576, 512, 64, 128, 1, 64, Mask::none, false, 0},
+      {"mla_bf16_g16_q2_page64_causal", DType::bf16, 576, 512, 64, 16, 2, 64, Mask::causal, false, 0},
+      {"mla_fp16_g32_q1_page16_seven_splits", DType::fp16, 576, 512, 64, 32, 1, 16, Mask::none, false, 7},
+      {"mla_bf16_g16_q1_page1_one_split", DType::bf16, 576, 512, 64, 16, 1, 1, Mask::none, false, 1},
+      {"mla_bf16_g64_q1_page64_window", DType::bf16, 576, 512, 64, 64, 1, 64, Mask::sliding_window, false, 0},
+      {"mla_bf16_g16_q4_contiguous_causal_varlen", DType::bf16, 576, 512, 64, 16, 4, 0, Mask::causal, true, 0},
+      // FlashMLA's layout: the rope columns are the last 64 of each K row, no rope tensors.
+      {"mla_one_buffer_bf16_g16_q1_page64", DType::bf16, 576, 512, 0, 16, 1, 64, Mask::none, false, 0},
+      // V 256 of a 576-column latent row; two latent heads.
+      {"latent_v256_bf16_g8_q2_page16_causal", DType::bf16, 576, 256, 64, 8, 2, 16, Mask::causal, false, 0, 2},
+      // Tilings other than the defaults: 16-row blocks for 128 heads (eight row blocks); two
+      // warps per row block (BM 32, four warps); 64-key tiles.
+      {"mla_bf16_g128_q1_page64_bm16", DType::bf16, 576, 512, 64, 128, 1, 64, Mask::none, false, 0, 1, 16},
+      {"mla_bf16_g16_q2_page64_causal_bm32_w4", DType::bf16, 576, 512, 64, 16, 2, 64, Mask::causal, false, 0, 1, 32, 4},
+      {"mla_bf16_g16_q1_page64_bn64", DType::bf16, 576, 512, 64, 16, 1, 64, Mask::none, false, 0, 1, 0, 0, 64},
+  };
+  return cases;
+}
+
+class LatentMatrix : public ::testing::TestWithParam<LatentCase> {};
+
+TEST_P(LatentMatrix, MatchesReference) {
+  FLASHJIT_REQUIRE_GPU();
+  const LatentCase& k = GetParam();
+  const Config config = latent_config(k);
+  auto kernel = get_kernel(config);
+  uint64_t seed = run_seed();
+  const DecodeCase shapes_of{k.label, k.dtype, k.qk, k.group, k.tokens, k.page, k.mask, k.varlen, k.splits};
+  for (const ProblemShape& shape : decode_shapes(shapes_of, k.heads_k)) {
+    DeviceProblem problem(config, shape, ++seed);
+    const CheckResult r = check_against_reference(*kernel, config, problem);
+    std::printf("[check] %-44s %-56s rel=%.3e lse=%.2e nonfinite=%zu %s\n", k.label, shape.describe().c_str(),
+                r.rel_error, r.lse_max_error, r.nonfinite, r.passed ? "ok" : "FAIL");
+    EXPECT_TRUE(r.passed) << kernel->name() << " on " << shape.describe() << ": " << r.summary();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Latent, LatentMatrix, ::testing::ValuesIn(latent_cases()),
+                         [](const ::testing::TestParamInfo<LatentCase>& info) { return std::string(info.param.label); });
+
+// The reference reads V from K's columns under shared K/V as the CPU computation does.
+TEST(LatentReference, SharedValuesAgreeWithFp64) {
+  FLASHJIT_REQUIRE_GPU();
+  const Config c = latent_config({"", DType::bf16, 576, 512, 64, 16, 2, 16, Mask::causal, false, 0});
+  const ProblemShape s = step_shape(2, 2, 90, {90, 33}, 1, 16);
+  DeviceProblem problem(c, s, run_seed());
+  expect_reference_matches_cpu(c, problem, "latent, paged, cache lengths 90, 33");
+}
 
 // The reference reads paged caches and cache lengths the way the CPU computation does.
 TEST(DecodeReference, PagedReferenceAgreesWithFp64) {

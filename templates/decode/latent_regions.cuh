@@ -1,0 +1,45 @@
+// Where each region of the shared-K/V (latent) decode split kernel's dynamic shared memory
+// starts, as constexpr arithmetic on plain ints shared by the generator (tile budgets) and the
+// kernel (latent_split.cuh). Plain C++. All tiles 16-bit, swizzled like the sm80 tiles:
+//   Q           BM x dqk (nope columns, then the rope part)
+//   KV[stages]  BN x dqk each: a key row's nope columns (whose first dv are its V row) and its
+//               rope columns, one tile feeding both GEMMs
+//   rows[stages] each key row's element offsets in K and in the rope tensor (two int64, -1:
+//               zero-fill) for the tile in flight to each ring stage
+//   exchange[2] each warp's partial scores (16 x BN fp32, in fragment order): the warps of a row
+//               block split the head dim of Q K^T and add their parts; two slots, so a tile's
+//               slot is not rewritten before every warp has read it
+//   flag        16 bytes: set when a page-table entry named no page of the cache
+#pragma once
+
+#include "common/host_device.cuh"
+
+namespace flashjit::decode {
+
+struct LatentShape {
+  int block_m, block_n, head_dim_qk, warps, stages;
+};
+
+struct LatentRegions {
+  int q_offset, kv_offset, kv_stage_bytes;
+  int rows_offset, rows_slot_bytes;
+  int exchange_offset, exchange_slot_bytes;
+  int flag_offset;
+  int total;
+};
+
+FLASHJIT_HOST_DEVICE constexpr LatentRegions latent_regions(LatentShape s) {
+  LatentRegions r{};
+  r.q_offset = 0;
+  r.kv_offset = s.block_m * s.head_dim_qk * 2;
+  r.kv_stage_bytes = s.block_n * s.head_dim_qk * 2;
+  r.rows_offset = r.kv_offset + s.stages * r.kv_stage_bytes;
+  r.rows_slot_bytes = s.block_n * 2 * 8;
+  r.exchange_offset = r.rows_offset + s.stages * r.rows_slot_bytes;
+  r.exchange_slot_bytes = s.warps * 16 * s.block_n * 4;
+  r.flag_offset = (r.exchange_offset + 2 * r.exchange_slot_bytes + 15) / 16 * 16;
+  r.total = r.flag_offset + 16;
+  return r;
+}
+
+}  // namespace flashjit::decode

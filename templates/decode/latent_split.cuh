@@ -1,0 +1,386 @@
+// The decode family's split pass for a shared K/V cache (tuning.shared_kv): MLA's latent cache,
+// one KV head whose rows are [nope | rope] and whose V is the first dv nope columns of the same
+// rows. A key tile is loaded once into one shared-memory tile and feeds both GEMMs. mma.sync,
+// every GPU from Ampere on; 16-bit caches.
+//
+// Rows are packed as in split_kv.cuh (query heads of the KV head x query tokens; grid (splits,
+// m_blocks * heads_k, batch)). The O row of MLA is wide (dv 512: 256 fp32 per lane for a warp
+// owning whole rows), so the kWarpsN warps of a 16-row block split O's columns instead of the
+// keys: warp wn owns columns [wn * dv / kWarpsN, ...). For S = Q K^T each of them takes every
+// kWarpsN-th 16-column k-step of the head dim (its Q fragments stay in registers for the whole
+// launch), writes its partial scores to the exchange slot, and after one barrier adds all the
+// parts in the same order, so the warps of a row block hold identical scores, maxima and sums
+// and need no merge at the end. Each warp then multiplies P by its own V columns.
+// Loads: the ring of split_kv.cuh: row offsets (K's, and the rope tensor's) a tile ahead from
+// page-table entries read a tile before that, cp.async of 16-byte chunks, any page size.
+#pragma once
+
+#include "common/kv_policy.cuh"
+#include "common/mask.cuh"
+#include "common/params.cuh"
+#include "common/seqinfo.cuh"
+#include "common/types.cuh"
+#include "decode/latent_regions.cuh"
+#include "sm80/cp_async.cuh"
+#include "sm80/ldmatrix.cuh"
+#include "sm80/mma.cuh"
+#include "sm80/smem_tile.cuh"
+#include "sm80/softmax.cuh"
+#include "sm80/warp_gemm.cuh"
+
+namespace flashjit::decode {
+
+template <class T>
+struct LatentSplit {
+  using E = typename T::Element;
+  using OE = typename T::OutElement;
+  static constexpr int kBM = T::kBlockM, kBN = T::kBlockN, kWarps = T::kNumWarps;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kDQK = T::kHeadDimQK, kDV = T::kHeadDimV, kDR = T::kHeadDimRope;
+  static constexpr int kDN = kDQK - kDR, kGroup = T::kGroup, kStages = T::kStages;
+  static constexpr int kWarpsM = kBM / 16;
+  static constexpr int kWarpsN = kWarps / kWarpsM;     // warps sharing a 16-row block
+  static constexpr int kKSteps = kDQK / 16 / kWarpsN;  // Q K^T k-steps of each warp
+  static constexpr int kVCols = kDV / kWarpsN;         // O columns of each warp
+  static constexpr int kNT = kBN / 8, kPSteps = kBN / 16, kDT = kVCols / 8;
+  static constexpr int kNopeChunks = kDN / 8, kRopeChunks = kDR / 8;
+  using QTile = sm80::SmemTile<kBM, kDQK>;
+  using KTile = sm80::SmemTile<kBN, kDQK>;
+  using VPart = sm80::SmemTile<kBN, kVCols>;  // one warp's V columns: whole panels of the KV tile
+  using Kv = KvCache<T::kVarlen, T::kPaged, T::kPageSize>;
+  using Softmax = sm80::OnlineSoftmax<1, kThreads, false>;
+  static constexpr LatentRegions kR = latent_regions({kBM, kBN, kDQK, kWarps, kStages});
+
+  static_assert(T::kThreads == kThreads, "threads");
+  static_assert(kR.total == T::kSmemBytes, "host and device disagree on the shared-memory size");
+  static_assert(sizeof(E) == 2 && sizeof(OE) == 2 && sizeof(typename T::RopeElement) == 2,
+                "16-bit latent caches");
+  static_assert(T::kQScale == ScaleKind::kNone && T::kKScale == ScaleKind::kNone && T::kVScale == ScaleKind::kNone,
+                "no quantisation scales on 16-bit caches");
+  static_assert(kBM % 16 == 0 && kWarps % kWarpsM == 0, "warps cover the row blocks evenly");
+  // Whole 64-column panels keep every ldmatrix address a lane constant plus an immediate: a
+  // warp's k-steps sit at the same place in every panel, and its V columns are whole panels.
+  static_assert(kDQK % 64 == 0 && 4 % kWarpsN == 0, "k-steps of the warps at fixed places in each panel");
+  static_assert(kVCols % 64 == 0 && kDV <= kDN, "each warp's V columns are whole panels of the nope part");
+  static_assert(kDR % 8 == 0 && kBN % 16 == 0, "rope chunks; 16-key steps");
+  static_assert(QTile::kBytes == kR.kv_offset && KTile::kBytes == kR.kv_stage_bytes, "tile sizes agree");
+
+  const AttentionParams& p;
+  u32 smem_base;
+  unsigned char* smem;
+  int b, hk, split, m0, rows;
+  SeqInfo seq;
+  Kv kv;
+  AttentionMask<T::kMask> mask;
+  int tid, warp, lane, wm, wn, g, t;
+  int n_begin, n_end, n_unmasked_lo, n_unmasked_hi;
+  sm80::LanePart lk, lv;
+  u32 qa[kKSteps][4];  // this warp's Q fragments
+  float acc_o[1][kDT][4];
+  Softmax softmax;
+
+  __device__ __forceinline__ explicit LatentSplit(const AttentionParams& params) : p(params) {}
+
+  __device__ __forceinline__ int token_of(int packed) const { return packed / kGroup; }
+  __device__ __forceinline__ int head_of(int packed) const { return hk * kGroup + packed % kGroup; }
+  __device__ __forceinline__ int* bad_page_flag() const { return reinterpret_cast<int*>(smem + kR.flag_offset); }
+  __device__ __forceinline__ longlong2* row_slot(int stage) const {
+    return reinterpret_cast<longlong2*>(smem + kR.rows_offset + stage * kR.rows_slot_bytes);
+  }
+  __device__ __forceinline__ float4* exchange(int slot, int w) const {
+    return reinterpret_cast<float4*>(smem + kR.exchange_offset + slot * kR.exchange_slot_bytes) + w * kNT * 32;
+  }
+
+  static constexpr int kRowsPerThread = ceil_div(kBN, kThreads);
+
+  __device__ __forceinline__ void fetch_rows(int n, int (&entry)[kRowsPerThread]) const {
+#pragma unroll
+    for (int e = 0; e < kRowsPerThread; ++e) {
+      const int r = tid + e * kThreads, j = n * kBN + r;
+      entry[e] = (r < kBN && j < kv.seqlen_k) ? kv.page_entry(j) : -1;
+    }
+  }
+
+  // Key tile n's row offsets in K and in the rope tensor (K's own when the rope columns are part
+  // of its rows) into ring stage `stage`'s slot; -1 past the cache end or for a bad entry.
+  __device__ __forceinline__ void write_rows(int n, int stage, const int (&entry)[kRowsPerThread]) const {
+    longlong2* slot = row_slot(stage);
+    const TensorArg& rope = kDR > 0 ? p.k_rope : p.k;
+#pragma unroll
+    for (int e = 0; e < kRowsPerThread; ++e) {
+      const int r = tid + e * kThreads, j = n * kBN + r;
+      if (r >= kBN) break;
+      i64 ko = -1, ro = -1;
+      if (j < kv.seqlen_k && !kv.offsets(entry[e], p.k, rope, b, j, hk, ko, ro)) *bad_page_flag() = 1;
+      slot[r] = make_longlong2(ko, ro);
+    }
+  }
+
+  // Chunks [first, first + kCount) of every row of a tile from `base` plus each row's offset.
+  template <class Tile, int kRows, int kFirst, int kCount, long long longlong2::*kPart, class Src>
+  __device__ __forceinline__ void copy_chunks(u32 dst, const Src* base, const longlong2* offsets) const {
+    if constexpr (kCount > 0) {
+      constexpr int kTotal = kRows * kCount;
+#pragma unroll 4
+      for (int j = 0; j < ceil_div(kTotal, kThreads); ++j) {
+        const int i = tid + j * kThreads;
+        if (kTotal % kThreads != 0 && i >= kTotal) break;
+        const int r = i / kCount, c = i % kCount;
+        const i64 o = offsets[r].*kPart;
+        sm80::cp_async_16(dst + Tile::offset(r, kFirst + c), o >= 0 ? base + o + c * 8 : base, o >= 0);
+      }
+    }
+  }
+
+  __device__ __forceinline__ void load_kv(int stage) const {
+    const longlong2* rows_of = row_slot(stage);
+    const u32 dst = smem_base + kR.kv_offset + stage * kR.kv_stage_bytes;
+    copy_chunks<KTile, kBN, 0, kNopeChunks, &longlong2::x>(dst, static_cast<const E*>(p.k.ptr), rows_of);
+    copy_chunks<KTile, kBN, kNopeChunks, kRopeChunks, &longlong2::y>(
+        dst, static_cast<const typename T::RopeElement*>(p.k_rope.ptr), rows_of);
+  }
+
+  // Chunks [kFirst, kFirst + kCount) of the CTA's packed query rows (zero past the valid rows)
+  // from tensor `t` into the Q tile; they join the first tiles' commit group.
+  template <int kFirst, int kCount, class Src>
+  __device__ __forceinline__ void load_q_chunks(const TensorArg& t) const {
+    const Src* base = static_cast<const Src*>(t.ptr);
+    const u32 dst = smem_base + kR.q_offset;
+#pragma unroll 1
+    for (int i = tid; i < kBM * kCount; i += kThreads) {
+      const int r = i / kCount, c = i % kCount, packed = m0 + r;
+      const bool ok = packed < rows;
+      const Src* src =
+          ok ? base + SeqInfo::offset<T::kVarlen>(t, b, seq.q_start, token_of(packed), head_of(packed)) + c * 8 : base;
+      sm80::cp_async_16(dst + QTile::offset(r, kFirst + c), src, ok);
+    }
+  }
+
+  // Q's nope columns, then its rope part.
+  __device__ __forceinline__ void load_q() const {
+    load_q_chunks<0, kNopeChunks, E>(p.q);
+    if constexpr (kRopeChunks > 0) load_q_chunks<kNopeChunks, kRopeChunks, typename T::RopeElement>(p.q_rope);
+  }
+
+  // -inf where key n0 + c is not visible from its row's token (or past the cache end).
+  __device__ __forceinline__ void apply_mask(float (&s)[1][kNT][4], int n0) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int tok = token_of(m0 + 16 * wm + g + 8 * h);
+      const int lo = mask.col_lo(tok) - n0, hi = mask.col_hi(tok) - n0;
+#pragma unroll
+      for (int j = 0; j < kNT; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = 8 * j + 2 * t + e;
+          if (c < lo || c >= hi) s[0][j][2 * h + e] = neg_inf();
+        }
+    }
+  }
+
+  __device__ __forceinline__ void compute(int n, int stage, int i) {
+    // Two accumulator sets (even and odd k-steps) halve the chains of dependent mma.sync.
+    float s[1][kNT][4], s_odd[1][kNT][4];
+    const sm80::LanePart lks = lk.plus(stage * kR.kv_stage_bytes);
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks)
+#pragma unroll
+      for (int np = 0; np < kNT / 2; ++np) {
+        u32 bk[4];
+        sm80::ldmatrix_x4(bk, KTile::ldm(lks, 2 * kWarpsN * ks, 16 * np));
+        float(&acc)[1][kNT][4] = ks % 2 ? s_odd : s;
+        if (ks < 2) {
+          sm80::mma_16816_zero_c<E>(acc[0][2 * np], qa[ks], bk[0], bk[1]);
+          sm80::mma_16816_zero_c<E>(acc[0][2 * np + 1], qa[ks], bk[2], bk[3]);
+        } else {
+          sm80::mma_16816<E>(acc[0][2 * np], qa[ks], bk[0], bk[1]);
+          sm80::mma_16816<E>(acc[0][2 * np + 1], qa[ks], bk[2], bk[3]);
+        }
+      }
+#pragma unroll
+    for (int j = 0; j < kNT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[0][j][e] += kKSteps > 1 ? s_odd[0][j][e] : 0.f;
+    if constexpr (kWarpsN > 1) {  // add the row block's parts, every warp in the same order
+      float4* mine = exchange(i & 1, warp);
+#pragma unroll
+      for (int j = 0; j < kNT; ++j) mine[j * 32 + lane] = make_float4(s[0][j][0], s[0][j][1], s[0][j][2], s[0][j][3]);
+      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < kNT; ++j) {
+        float4 sum = exchange(i & 1, wm)[j * 32 + lane];
+#pragma unroll
+        for (int w = 1; w < kWarpsN; ++w) {
+          const float4 x = exchange(i & 1, w * kWarpsM + wm)[j * 32 + lane];
+          sum.x += x.x;
+          sum.y += x.y;
+          sum.z += x.z;
+          sum.w += x.w;
+        }
+        s[0][j][0] = sum.x;
+        s[0][j][1] = sum.y;
+        s[0][j][2] = sum.z;
+        s[0][j][3] = sum.w;
+      }
+    }
+    if (n >= n_unmasked_hi || n < n_unmasked_lo) apply_mask(s, n * kBN);
+    softmax.update(s, acc_o, p.softmax_scale_log2);
+    u32 pa[1][kPSteps][4];
+#pragma unroll
+    for (int kk = 0; kk < kPSteps; ++kk) {
+      pa[0][kk][0] = pack2<E>(s[0][2 * kk][0], s[0][2 * kk][1]);
+      pa[0][kk][1] = pack2<E>(s[0][2 * kk][2], s[0][2 * kk][3]);
+      pa[0][kk][2] = pack2<E>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+      pa[0][kk][3] = pack2<E>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+    }
+    sm80::gemm_pv<E, VPart, 1, kDT, kPSteps>(acc_o, pa, lv.plus(stage * kR.kv_stage_bytes));
+  }
+
+  __device__ __forceinline__ void main_loop() {
+    load_q();
+    {
+      int first[kStages][kRowsPerThread];
+#pragma unroll
+      for (int s = 0; s < kStages; ++s)
+        if (n_begin + s < n_end) fetch_rows(n_begin + s, first[s]);
+#pragma unroll
+      for (int s = 0; s < kStages; ++s)
+        if (n_begin + s < n_end) write_rows(n_begin + s, s, first[s]);
+    }
+    int ahead[kRowsPerThread];
+    if (n_begin + kStages < n_end) fetch_rows(n_begin + kStages, ahead);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) {
+      if (n_begin + i < n_end) load_kv(i);
+      sm80::cp_async_commit();  // Q joins the first group
+    }
+#pragma unroll 1
+    for (int i = 0; n_begin + i < n_end; ++i) {
+      sm80::cp_async_wait<kStages - 2>();
+      __syncthreads();  // tile i (and Q) visible; every warp done with tile i - 1's stage
+      if (i == 0) {     // this warp's Q fragments, kept for the whole launch
+        const sm80::LanePart lq = lane_part(kR.q_offset, 16 * wm + (lane & 15), lane >> 4);
+#pragma unroll
+        for (int ks = 0; ks < kKSteps; ++ks) sm80::ldmatrix_x4(qa[ks], QTile::ldm(lq, 2 * kWarpsN * ks, 0));
+      }
+      const int next = n_begin + i + kStages - 1;
+      if (next < n_end) load_kv((i + kStages - 1) % kStages);
+      sm80::cp_async_commit();
+      if (next + 1 < n_end) {
+        write_rows(next + 1, i % kStages, ahead);
+        if (next + 2 < n_end) fetch_rows(next + 2, ahead);
+      }
+      compute(n_begin + i, i % kStages, i);
+    }
+    sm80::cp_async_wait<0>();
+  }
+
+  // ldmatrix lane addresses for a tile at `offset`, shifted to this warp's k-step within each
+  // panel: the warp's chunk pair 2 wn (+ lc) is an XOR on the chunk bits of the swizzled address.
+  __device__ __forceinline__ sm80::LanePart lane_part(int offset, int row, int lc) const {
+    sm80::LanePart l = sm80::LanePart::make(smem_base + offset, row, lc);
+    l.w8 ^= u32(2 * wn) << 4;
+    return l;
+  }
+
+  // Each warp writes its own columns of its rows: O and the LSE (one split) or the split's
+  // normalised O and LSE to the workspace.
+  __device__ __forceinline__ void epilogue() {
+    __syncthreads();
+    const bool bad = *bad_page_flag() != 0;
+    const float nan = __int_as_float(0x7fc00000);
+    const float score_scale = p.softmax_scale_log2 * 0.6931471805599453f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sum = softmax.row_sum(0, h);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int packed = m0 + 16 * wm + g + 8 * h;
+      if (packed >= rows) continue;
+      const float mx = softmax.row_max(0, h);
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      const float lse = bad ? nan : sum > 0.f ? mx * score_scale + logf(sum) : neg_inf();
+      const int tok = token_of(packed), head = head_of(packed);
+      const int col0 = wn * kVCols + 2 * t;
+      if (p.num_splits == 1) {
+        OE* dst = static_cast<OE*>(const_cast<void*>(p.o.ptr)) + SeqInfo::offset<T::kVarlen>(p.o, b, seq.q_start, tok, head) + col0;
+#pragma unroll
+        for (int d = 0; d < kDT; ++d) {
+          const float o0 = bad ? nan : acc_o[0][d][2 * h] * inv, o1 = bad ? nan : acc_o[0][d][2 * h + 1] * inv;
+          *reinterpret_cast<u32*>(dst + 8 * d) = pack2<OE>(o0, o1);
+        }
+        if (T::kWriteLse && p.lse != nullptr && wn == 0 && t == 0)
+          p.lse[lse_offset<T::kVarlen>(p, b, head, seq.q_start, tok)] = lse;
+      } else {
+        const i64 row = T::kVarlen ? i64(seq.q_start + tok) : i64(b) * p.seqlen_q + tok;
+        const i64 slot = (i64(split) * p.rows_q + row) * p.heads_q + head;
+        float* dst = p.partial_o + slot * kDV + col0;
+#pragma unroll
+        for (int d = 0; d < kDT; ++d) {
+          const float o0 = bad ? nan : acc_o[0][d][2 * h] * inv, o1 = bad ? nan : acc_o[0][d][2 * h + 1] * inv;
+          *reinterpret_cast<float2*>(dst + 8 * d) = make_float2(o0, o1);
+        }
+        if (wn == 0 && t == 0) p.partial_lse[slot] = lse;
+      }
+    }
+  }
+
+  __device__ __forceinline__ void run() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");  // the combine pass (split_kv.cuh)
+#endif
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    smem = smem_raw;
+    smem_base = u32(__cvta_generic_to_shared(smem_raw));
+    tid = int(threadIdx.x);
+    warp = tid / 32;
+    lane = tid % 32;
+    wm = warp % kWarpsM;
+    wn = warp / kWarpsM;
+    g = lane / 4;
+    t = lane % 4;
+
+    split = int(blockIdx.x);
+    const int m_blocks = int(gridDim.y) / p.heads_k;
+    hk = int(blockIdx.y) / m_blocks;
+    m0 = (int(blockIdx.y) % m_blocks) * kBM;
+    b = int(blockIdx.z);
+    kv = Kv::make(p, b);
+    seq = kv.sequence(p, b);
+    rows = kGroup * seq.seqlen_q;
+    if (m0 >= rows) return;
+
+    mask = AttentionMask<T::kMask>{seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right};
+    const int tok_first = token_of(m0), tok_last = token_of(cmin(m0 + kBM, rows) - 1);
+    const int lo = mask.col_lo(tok_first), hi = mask.col_hi(tok_last);
+    const int tile_lo = lo / kBN, tile_hi = hi > lo ? ceil_div(hi, kBN) : tile_lo;
+    const int per_split = ceil_div(tile_hi - tile_lo, p.num_splits);
+    n_begin = tile_lo + split * per_split;
+    n_end = cmin(tile_hi, n_begin + per_split);
+    n_unmasked_lo = ceil_div(mask.col_lo(tok_last), kBN);
+    n_unmasked_hi = mask.col_hi(tok_first) / kBN;
+
+    if (tid == 0) *bad_page_flag() = 0;
+    // K as the B operand of Q K^T at this warp's k-steps; V (.trans) at its own column panels.
+    lk = lane_part(kR.kv_offset, (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
+    lv = sm80::LanePart::make(smem_base + kR.kv_offset + wn * (kVCols / 64) * kBN * 128, lane & 15, lane >> 4);
+#pragma unroll
+    for (int d = 0; d < kDT; ++d)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_o[0][d][e] = 0.f;
+    softmax.init(nullptr, tid);
+    __syncthreads();
+
+    if (n_end > n_begin) main_loop();
+    epilogue();
+  }
+};
+
+template <class T>
+__device__ void latent_split(const AttentionParams& p) {
+  LatentSplit<T> k(p);
+  k.run();
+}
+
+}  // namespace flashjit::decode

@@ -1,0 +1,167 @@
+// Shared K/V decode (tuning.shared_kv: MLA's latent cache) on the CPU: "auto" picks the decode
+// family for it, the tiles it resolves to and their shared memory, the rules that name the
+// field they break, the V argument it refuses, and that its kernels compile without spills.
+#include "decode/latent_regions.cuh"
+#include "generator/config.hpp"
+#include "generator/generate.hpp"
+#include "generator/resolve.hpp"
+#include "runtime/compiler.hpp"
+#include "runtime/family_host.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+namespace flashjit {
+namespace {
+
+// DeepSeek's MLA: one latent head of 512 nope + 64 rope columns, V its first 512.
+Config mla(int heads, int tokens, const char* arch = "sm_90a") {
+  Config c;
+  c.arch = arch;
+  c.head_dim = {576, 512, 64};
+  c.group = heads;
+  c.kv_layout = {true, 64};
+  c.lse = true;
+  c.tuning.shared_kv = true;
+  c.tuning.max_seqlen_q = tokens;
+  return c;
+}
+
+std::set<std::string> issue_paths(const Config& c) {
+  std::set<std::string> paths;
+  for (const auto& i : check_config(c)) paths.insert(i.path);
+  return paths;
+}
+
+TEST(LatentDecode, AutoPicksDecodeEvenWithoutATokenBound) {
+  Config c = mla(16, 1);
+  c.tuning.max_seqlen_q.reset();
+  const Config r = resolve(c);
+  EXPECT_EQ(*r.tuning.family, Family::decode);
+  EXPECT_EQ(*r.tuning.max_seqlen_q, 1);
+  EXPECT_EQ(readable_name(r), "fwd_sm90a_bf16_d576v512r64_none_g16_paged64_lse_decode_q1_latent_bm16_bn32");
+}
+
+TEST(LatentDecode, TilesAndSharedMemory) {
+  const Config r16 = resolve(mla(16, 1));
+  EXPECT_EQ(*r16.tuning.BM, 16);
+  EXPECT_EQ(*r16.tuning.num_warps, 4);  // four warps per 16-row block
+  EXPECT_EQ(*r16.tuning.BN, 32);
+  EXPECT_EQ(*r16.tuning.num_kv_stages, 2);
+  // Q 16 x 576, two stages of 32 x 576 (K, V within it), two row-offset slots of 32 x 16
+  // bytes, two exchange slots of 4 warps x 16 x 32 floats, the flag: two CTAs fit an H200 SM.
+  const int want = 16 * 576 * 2 + 2 * 32 * 576 * 2 + 2 * 32 * 16 + 2 * 4 * 16 * 32 * 4 + 16;
+  EXPECT_EQ(generate(r16).launch.smem_bytes, want);
+  EXPECT_EQ(decode::latent_regions({16, 32, 576, 4, 2}).total, want);
+  EXPECT_LE(2 * want, 228 * 1024);
+  const Config r128 = resolve(mla(128, 1));
+  EXPECT_EQ(*r128.tuning.BM, 32);
+  EXPECT_EQ(*r128.tuning.num_warps, 8);
+  EXPECT_LE(generate(r128).launch.smem_bytes, 227 * 1024);
+  // Five stages of 128 heads' tiles do not fit an SM; an A100's shared memory takes the defaults.
+  Config deep = mla(128, 1);
+  deep.tuning.num_kv_stages = 5;
+  EXPECT_EQ(issue_paths(deep), std::set<std::string>{"tuning.num_kv_stages"});
+  EXPECT_TRUE(check_config(mla(128, 1, "sm_80")).empty());
+}
+
+TEST(LatentDecode, RulesNameTheField) {
+  Config c = mla(16, 1);
+  c.dtype.qkv = DType::e4m3;
+  c.dtype.out = DType::bf16;
+  c.tuning.family = Family::decode;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"dtype.qkv"});
+  c = mla(16, 1);
+  c.head_dim = {576, 544, 64};  // V past the nope columns
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"head_dim.v"});
+  c = mla(16, 1);
+  c.head_dim = {560, 512, 48};  // the head dim in 64-column panels
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"head_dim.qk"});
+  c = mla(16, 1);
+  c.tuning.num_warps = 12;  // three warps per row block
+  c.tuning.BM = 64;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_warps"});
+  c = mla(16, 1);
+  c.tuning.BN = 24;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.BN"});
+  c = mla(16, 1);
+  c.tuning.num_kv_stages = 6;  // 6 x 36 KB of latent rows
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_kv_stages"});
+  c = mla(16, 1);
+  c.scales.k = ScaleGranularity::per_tensor;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"scales.k"});
+  // The prefill families have no shared K/V (at a head dim they take).
+  for (Family f : {Family::sm90, Family::sm80}) {
+    c = mla(16, 1);
+    c.head_dim = {128, 128, 0};
+    c.kv_layout = {};
+    c.tuning.family = f;
+    EXPECT_TRUE(issue_paths(c).count("tuning.shared_kv")) << to_string(f);
+  }
+}
+
+TEST(LatentDecode, VIsReadFromK) {
+  const Config r = resolve(mla(16, 1));
+  const KernelSource src = generate(r);
+  const void* data = reinterpret_cast<const void*>(uintptr_t(1) << 20);  // never dereferenced
+  AttentionArgs a;
+  a.q = a.o = Tensor::bshd(data, 1, 16, 512);
+  a.q_rope = Tensor::bshd(data, 1, 16, 64);
+  a.k = Tensor::paged(data, 64, 1, 512);
+  a.k_rope = Tensor::paged(data, 64, 1, 64);
+  a.page_table = reinterpret_cast<const int*>(data);
+  a.max_pages = 16;
+  a.num_pages = 64;
+  a.lse = reinterpret_cast<float*>(uintptr_t(1) << 20);
+  a.batch = 4;
+  a.seqlen_q = 1;
+  a.seqlen_k = 1000;
+  a.heads_q = 16;
+  a.heads_k = 1;
+  DeviceLimits device;
+  const FamilyHost& host = family_host(src.launch.family);
+  const LaunchPlan plan = host.plan(r, src.launch, a, device);
+  EXPECT_EQ(plan.params.v.ptr, plan.params.k.ptr);
+  EXPECT_EQ(plan.params.v.row_stride, plan.params.k.row_stride);
+  AttentionArgs with_v = a;
+  with_v.v = Tensor::paged(reinterpret_cast<const void*>(uintptr_t(1) << 21), 64, 1, 512);
+  try {
+    host.plan(r, src.launch, with_v, device);
+    ADD_FAILURE() << "a separate V tensor was accepted";
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("args.v is set but the config has tuning.shared_kv = true"), std::string::npos)
+        << e.what();
+  }
+  with_v.v = a.k;  // the same tensor is not a second one
+  EXPECT_NO_THROW(host.plan(r, src.launch, with_v, device));
+}
+
+// The tiles "auto" picks compile without spills on the targets the CI builds for.
+TEST(LatentDecode, DefaultTilesCompileWithoutSpills) {
+  struct Case {
+    int heads, tokens, page, rope;
+    Mask mask;
+    bool varlen;
+    const char* arch;
+  };
+  for (const Case& k : {Case{16, 1, 64, 64, Mask::none, false, "sm_90a"}, Case{128, 2, 64, 64, Mask::causal, false, "sm_90a"},
+                        Case{64, 1, 1, 0, Mask::sliding_window, false, "sm_90a"},
+                        Case{32, 4, 0, 64, Mask::causal, true, "sm_80"}, Case{128, 1, 16, 64, Mask::none, false, "sm_100a"}}) {
+    Config c = mla(k.heads, k.tokens, k.arch);
+    if (!k.page) c.kv_layout = {};
+    else c.kv_layout.page_size = k.page;
+    c.head_dim.rope = k.rope;
+    c.mask = k.mask;
+    c.varlen = k.varlen;
+    const Config r = resolve(c);
+    const KernelSource src = generate(r);
+    ASSERT_EQ(src.launch.passes.size(), 1u);  // the combine pass
+    CompiledKernel kernel = compile(src);
+    EXPECT_EQ(kernel.report.spill_stores, 0) << canonical_json(r) << "\n" << kernel.log;
+  }
+}
+
+}  // namespace
+}  // namespace flashjit
