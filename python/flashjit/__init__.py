@@ -12,7 +12,7 @@ GPU. ``flashjit.attention`` runs on torch tensors and loads when torch is import
 The first call for a config compiles its kernel (about a second) or reads it from the disk
 cache (milliseconds); later calls with the same shapes cost a dictionary lookup and a launch.
 ``flashjit.decode`` runs decode steps (1-64 query tokens per sequence) against a contiguous or
-paged KV cache.
+paged KV cache; ``flashjit.mla_decode`` against a shared K/V latent cache (MLA).
 """
 
 from . import _libstdcxx  # noqa: F401  (first: before flashjit._core loads)
@@ -53,9 +53,13 @@ except ImportError:
     def decode(*args, **kwargs):  # type: ignore[no-redef]
         """Decode attention against a KV cache on torch tensors (needs torch, not importable here)."""
         raise ImportError(_torch_import_error)
+
+    def mla_decode(*args, **kwargs):  # type: ignore[no-redef]
+        """Decode attention against a latent (MLA) cache on torch tensors (needs torch, not importable here)."""
+        raise ImportError(_torch_import_error)
 else:
     torch_available = True
-    from ._decode import decode  # registers the flashjit::decode custom op
+    from ._decode import decode, mla_decode  # registers the flashjit::decode custom op
     from ._torch import attention  # registers the flashjit::attention custom op
 
 __all__ = [
@@ -78,6 +82,7 @@ __all__ = [
     "decode",
     "generate",
     "get_kernel",
+    "mla_decode",
     "gpu_available",
     "load_config",
     "nvrtc_identity",

@@ -156,7 +156,7 @@ class LaunchPlan:
         """launch() with only q, k, v, o and the tile counter (every other pointer 0)."""
     def workspace_bytes(
         self, q: int, k: int, v: int, o: int, lse: int, cu_seqlens_q: int, page_table: int, seqused_k: int,
-        q_scale: int = 0, k_scale: int = 0, v_scale: int = 0,
+        q_scale: int = 0, k_scale: int = 0, v_scale: int = 0, q_rope: int = 0, k_rope: int = 0,
     ) -> int:
         """Bytes of device scratch a launch of this signature needs (split-K decode; 0 otherwise)."""
 

@@ -1,5 +1,6 @@
 """flashjit.decode on torch tensors, and the flashjit::decode custom op: a few query tokens per
-sequence against a KV cache, contiguous or paged (the decode family, docs/decode.md).
+sequence against a KV cache, contiguous or paged (the decode family, docs/decode.md);
+flashjit.mla_decode against a shared K/V latent cache (MLA) through the same op.
 
 As flashjit.attention: a direct path keyed on the call's signature, and a custom op with a fake
 implementation for torch.compile. The splits' workspace comes from torch's allocator (on the
@@ -172,11 +173,11 @@ def _out_dtype(dtype):
     return dtype if dtype in _DTYPE_NAMES else torch.bfloat16
 
 
-def _problem(lay: _Layout, dtype, out_dtype, mask: str, return_lse: bool, scales=_NO_SCALES) -> dict:
+def _problem(lay: _Layout, dtype, out_dtype, mask: str, return_lse: bool, scales=_NO_SCALES, rope_dim=0) -> dict:
     return {
         "dtype": {"qkv": _INPUT_NAMES[dtype], "out": _DTYPE_NAMES[out_dtype], "scale": scales[1]},
         "scales": scales[0],
-        "head_dim": {"qk": lay.dim, "v": lay.dim_v},
+        "head_dim": {"qk": lay.dim + rope_dim, "v": lay.dim_v, "rope": rope_dim},
         "group": lay.heads_q // lay.heads_k,
         "mask": mask,
         "varlen": lay.varlen,
@@ -185,15 +186,39 @@ def _problem(lay: _Layout, dtype, out_dtype, mask: str, return_lse: bool, scales
     }
 
 
+def _rope_layout(lay: _Layout, q, q_rope, k, k_rope):
+    """A latent cache's rope parts: q_rope beside q and k_rope beside k_cache in every axis but
+    the last, in their dtype. Returns (rope dim, q_rope strides, k_rope strides)."""
+    if (q_rope is None) != (k_rope is None):
+        _fail("q_rope and k_rope_cache come together (or neither: the rope columns inside q and kv_cache)")
+    if q_rope is None:
+        return 0, None, None
+    for name, t, like in (("q_rope", q_rope, q), ("k_rope_cache", k_rope, k)):
+        if t.dim() != like.dim() or tuple(t.shape[:-1]) != tuple(like.shape[:-1]):
+            _fail(f"{name} has shape {tuple(t.shape)}: it must match {tuple(like.shape)} in every axis but the last")
+        if t.dtype != q.dtype:
+            _fail(f"{name} is {t.dtype}, q {q.dtype}: the rope part has the latent cache's dtype")
+        if t.stride(-1) != 1:
+            _fail(f"{name}'s last axis must be contiguous; its strides are {tuple(t.stride())}")
+        if t.device != q.device:
+            _fail(f"{name} is on {t.device}, q on {q.device}")
+    if q_rope.shape[-1] != k_rope.shape[-1]:
+        _fail(f"q_rope and k_rope_cache rope dims differ: {q_rope.shape[-1]} and {k_rope.shape[-1]}")
+    q_strides = (0, q_rope.stride(0), q_rope.stride(1)) if lay.varlen else tuple(q_rope.stride()[:3])
+    return q_rope.shape[-1], q_strides, tuple(k_rope.stride()[:3])
+
+
 class _Plan:
     __slots__ = ("launch", "device", "index", "o_shape", "o_dtype", "lse_shape", "workspace")
 
 
 def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q, max_seqlen_q,
-               max_seqlen_k, num_splits, return_lse, out, config_key, q_scale, k_scale, v_scale) -> _Plan:
+               max_seqlen_k, num_splits, return_lse, out, config_key, q_scale, k_scale, v_scale, q_rope=None,
+               k_rope=None, shared_kv=False) -> _Plan:
     if not (q.is_cuda and k.is_cuda and v.is_cuda):
         _fail(f"q, k_cache and v_cache must be CUDA tensors (got {q.device}, {k.device}, {v.device})")
     lay = _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
+    rope_dim, q_rope_strides, k_rope_strides = _rope_layout(lay, q, q_rope, k, k_rope)
     mask, left, right = _mask(causal, window)
     plan = _Plan()
     plan.device, plan.index = q.device, q.device.index
@@ -207,11 +232,13 @@ def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale
         plan.o_dtype = out.dtype
     plan.lse_shape = lay.lse_shape if return_lse else None
     scales = _scales(lay, q_scale, k_scale, v_scale, q.device)
-    problem = _problem(lay, q.dtype, plan.o_dtype, mask, return_lse, scales)
+    problem = _problem(lay, q.dtype, plan.o_dtype, mask, return_lse, scales, rope_dim)
     pinned = _pinned(config_key)
     config = _merged(problem, pinned, _device_arch(q.device) if pinned is not None else "native")
     tuning = dict(config.to_dict().get("tuning") or {})
     tuning.setdefault("family", "decode")
+    if shared_kv:
+        tuning["shared_kv"] = True
     tuning.setdefault("max_seqlen_q", _tokens_bound(max(1, lay.seqlen_q)))
     config = Config({**config.to_dict(), "tuning": tuning})
     kernel = _core.load_kernel(config, max(1, lay.seqlen_k), plan.index)
@@ -219,7 +246,7 @@ def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale
     o_strides = (0, hq * dv, dv) if lay.varlen else (lay.seqlen_q * hq * dv, hq * dv, dv)
     lse_strides = None
     plan.launch = _core.LaunchPlan(
-        kernel, lay.q, lay.k, lay.v, o_strides, None, None, lse_strides,
+        kernel, lay.q, lay.k, lay.v, o_strides, q_rope_strides, k_rope_strides, lse_strides,
         batch=lay.batch, seqlen_q=lay.seqlen_q, seqlen_k=lay.seqlen_k, heads_q=hq, heads_k=lay.heads_k,
         total_q=lay.total_q, total_k=0, softmax_scale=float(softmax_scale or 0.0), window_left=left,
         window_right=right, num_pages=lay.num_pages, max_pages=lay.max_pages, page_table_stride=lay.page_stride,
@@ -231,16 +258,18 @@ def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale
         _empty(1, dtype=_FLOAT32, device=plan.device).data_ptr() if return_lse else 0,
         0 if cu_seqlens_q is None else cu_seqlens_q.data_ptr(),
         0 if page_table is None else page_table.data_ptr(),
-        0 if cache_seqlens is None else cache_seqlens.data_ptr(), *_scale_ptrs(q_scale, k_scale, v_scale))
+        0 if cache_seqlens is None else cache_seqlens.data_ptr(), *_scale_ptrs(q_scale, k_scale, v_scale),
+        *_scale_ptrs(q_rope, k_rope))
     return plan
 
 
-def _scale_ptrs(q_scale, k_scale, v_scale):
-    return tuple(0 if t is None else t.data_ptr() for t in (q_scale, k_scale, v_scale))
+def _scale_ptrs(*tensors):
+    """Data pointers of optional tensors (scales, rope parts): 0 for an absent one."""
+    return tuple(0 if t is None else t.data_ptr() for t in tensors)
 
 
 def _run(plan: _Plan, q, k, v, cache_seqlens, page_table, cu_seqlens_q, out, return_lse, q_scale, k_scale,
-         v_scale):
+         v_scale, q_rope=None, k_rope=None):
     o = out if out is not None else _empty(plan.o_shape, dtype=plan.o_dtype, device=plan.device)
     lse = None if plan.lse_shape is None else _empty(plan.lse_shape, dtype=_FLOAT32, device=plan.device)
     ws = 0
@@ -249,7 +278,7 @@ def _run(plan: _Plan, q, k, v, cache_seqlens, page_table, cu_seqlens_q, out, ret
         o._flashjit_workspace = scratch  # a captured graph's replays keep using it
         ws = scratch.data_ptr()
     plan.launch.launch(
-        _raw_stream(plan.index), q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), 0, 0,
+        _raw_stream(plan.index), q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), *_scale_ptrs(q_rope, k_rope),
         0 if lse is None else lse.data_ptr(), 0 if cu_seqlens_q is None else cu_seqlens_q.data_ptr(), 0, 0,
         0 if page_table is None else page_table.data_ptr(), 0 if cache_seqlens is None else cache_seqlens.data_ptr(),
         ws, plan.workspace, *_scale_ptrs(q_scale, k_scale, v_scale))
@@ -257,20 +286,23 @@ def _run(plan: _Plan, q, k, v, cache_seqlens, page_table, cu_seqlens_q, out, ret
 
 
 def _decode(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q, max_seqlen_q,
-            max_seqlen_k, num_splits, return_lse, out, config_key, q_scale=None, k_scale=None, v_scale=None):
+            max_seqlen_k, num_splits, return_lse, out, config_key, q_scale=None, k_scale=None, v_scale=None,
+            q_rope=None, k_rope=None, shared_kv=False):
     key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype, q.get_device(),
            _signature(cache_seqlens), _signature(page_table), _signature(cu_seqlens_q), causal, window,
            softmax_scale, max_seqlen_q, max_seqlen_k, num_splits, return_lse, _signature(out), config_key,
-           _signature(q_scale), _signature(k_scale), _signature(v_scale))
+           _signature(q_scale), _signature(k_scale), _signature(v_scale), _signature(q_rope), _signature(k_rope),
+           shared_kv)
     plan = _plans.get(key)
     if plan is None:
         plan = _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q,
                           max_seqlen_q, max_seqlen_k, num_splits, return_lse, out, config_key, q_scale, k_scale,
-                          v_scale)
+                          v_scale, q_rope, k_rope, shared_kv)
         if len(_plans) >= _MAX_PLANS:
             _plans.clear()
         _plans[key] = plan
-    return _run(plan, q, k, v, cache_seqlens, page_table, cu_seqlens_q, out, return_lse, q_scale, k_scale, v_scale)
+    return _run(plan, q, k, v, cache_seqlens, page_table, cu_seqlens_q, out, return_lse, q_scale, k_scale, v_scale,
+                q_rope, k_rope)
 
 
 # ---- the custom op --------------------------------------------------------------------------------
@@ -295,22 +327,27 @@ def _decode_op(
     q_scale: Optional[torch.Tensor] = None,
     k_scale: Optional[torch.Tensor] = None,
     v_scale: Optional[torch.Tensor] = None,
+    q_rope: Optional[torch.Tensor] = None,
+    k_rope: Optional[torch.Tensor] = None,
+    shared_kv: bool = False,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """flashjit.decode as an operator: (out, lse), lse empty unless return_lse; -1 for an absent
-    length or window side, 0.0 for the default scale, 0 splits for the kernel's choice."""
+    """flashjit.decode (and mla_decode: shared_kv, v_cache a view of k_cache's first columns) as an
+    operator: (out, lse), lse empty unless return_lse; -1 for an absent length or window side,
+    0.0 for the default scale, 0 splits for the kernel's choice."""
     result = _decode(q, k_cache, v_cache, cache_seqlens, page_table, causal, (window_left, window_right),
                      softmax_scale or None, cu_seqlens_q, _length(max_seqlen_q), _length(max_seqlen_k), num_splits,
-                     return_lse, None, _config_key(config), q_scale, k_scale, v_scale)
+                     return_lse, None, _config_key(config), q_scale, k_scale, v_scale, q_rope, k_rope, shared_kv)
     return result if return_lse else (result, result.new_empty((0,), dtype=_FLOAT32))
 
 
 def _decode_fake(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_seqlen_k, causal,
                  window_left, window_right, softmax_scale, num_splits, return_lse, config, q_scale=None,
-                 k_scale=None, v_scale=None):
+                 k_scale=None, v_scale=None, q_rope=None, k_rope=None, shared_kv=False):
     if q.device.type not in ("cuda", "meta"):
         _fail(f"q, k_cache and v_cache must be CUDA tensors (got {q.device})")
     lay = _layout(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q,
                   _length(max_seqlen_q), _length(max_seqlen_k))
+    _rope_layout(lay, q, q_rope, k_cache, k_rope)
     _mask(causal, (window_left, window_right))
     _scales(lay, q_scale, k_scale, v_scale, q.device)
     o = q.new_empty(lay.o_shape, dtype=_out_dtype(q.dtype))
@@ -388,7 +425,15 @@ def decode(
     Nothing synchronises with the GPU; the splits' scratch comes from torch's allocator, so the
     call can be captured in a CUDA graph. Forward only.
     """
-    tensors = (q, k_cache, v_cache)
+    return _call(q, k_cache, v_cache, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q,
+                 max_seqlen_q, max_seqlen_k, num_splits, return_lse, out, config, q_scale, k_scale, v_scale)
+
+
+def _call(q, k_cache, v_cache, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q, max_seqlen_q,
+          max_seqlen_k, num_splits, return_lse, out, config, q_scale=None, k_scale=None, v_scale=None, q_rope=None,
+          k_rope=None, shared_kv=False):
+    """The direct path, or the custom op (torch.compile, autograd, tensor subclasses, meta)."""
+    tensors = tuple(t for t in (q, k_cache, v_cache, q_rope, k_rope) if t is not None)
     if (any(type(t) is not torch.Tensor for t in tensors) or not q.is_cuda or _is_compiling()
             or (_grad_enabled() and any(t.requires_grad for t in tensors))):
         left, right = (-1, -1) if window is None else (window[0], window[1])
@@ -399,7 +444,7 @@ def decode(
             -1 if max_seqlen_q is None else max_seqlen_q, -1 if max_seqlen_k is None else max_seqlen_k, causal,
             left, right, 0.0 if softmax_scale is None else float(softmax_scale), int(num_splits), return_lse,
             config if config is None or isinstance(config, str) else _config_text(config), q_scale, k_scale,
-            v_scale)
+            v_scale, q_rope, k_rope, shared_kv)
         if out is not None:
             out.copy_(o)
             o = out
@@ -408,4 +453,50 @@ def decode(
         window = tuple(window)
     return _decode(q, k_cache, v_cache, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q,
                    max_seqlen_q, max_seqlen_k, num_splits, return_lse, out,
-                   None if config is None else _config_key(config), q_scale, k_scale, v_scale)
+                   None if config is None else _config_key(config), q_scale, k_scale, v_scale, q_rope, k_rope,
+                   shared_kv)
+
+
+def mla_decode(
+    q: torch.Tensor,
+    q_rope: Optional[torch.Tensor],
+    kv_cache: torch.Tensor,
+    k_rope_cache: Optional[torch.Tensor],
+    *,
+    head_dim_v: Optional[int] = None,
+    cache_seqlens: Optional[torch.Tensor] = None,
+    page_table: Optional[torch.Tensor] = None,
+    causal: bool = False,
+    window: Optional[Tuple[int, int]] = None,
+    softmax_scale: Optional[float] = None,
+    cu_seqlens_q: Optional[torch.Tensor] = None,
+    max_seqlen_q: Optional[int] = None,
+    max_seqlen_k: Optional[int] = None,
+    num_splits: int = 0,
+    return_lse: bool = False,
+    out: Optional[torch.Tensor] = None,
+    config: Union[Config, Mapping[str, Any], str, "os.PathLike[str]", None] = None,
+) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+    """Attention of a decode step against a shared K/V latent cache (MLA, absorbed form): the
+    keys are ``[kv_cache | k_rope_cache]`` rows and the values the first ``head_dim_v`` columns
+    of ``kv_cache``, read once for both products (the config's ``tuning.shared_kv``).
+
+    Args:
+        q, q_rope: the step's queries, nope and rope columns: ``[batch, seqlen_q, heads_q, d]``
+            and ``[..., d_rope]`` (or packed ``[total_q, heads_q, ...]`` with ``cu_seqlens_q``),
+            bfloat16 or float16.
+        kv_cache, k_rope_cache: the latent cache and its rope part, the same dtype:
+            ``[num_pages, page_size, heads_k, d]`` and ``[..., d_rope]`` with ``page_table``
+            (FlashInfer's ``ckv``/``kpe``), or ``[batch, seqlen_k, heads_k, ...]``. Views of one
+            buffer (FlashMLA's 576-column rows: ``kv[..., :512]`` and ``kv[..., 512:]``) work, or
+            pass ``q_rope = k_rope_cache = None`` and the whole rows with ``head_dim_v``.
+        head_dim_v: the value columns, the first of each kv_cache row (default: all of them).
+        The rest as :func:`flashjit.decode`; the output is ``[..., heads_q, head_dim_v]`` and
+        ``softmax_scale`` defaults to 1/sqrt(d + d_rope).
+    """
+    dv = kv_cache.shape[-1] if head_dim_v is None else int(head_dim_v)
+    if dv < 1 or dv > kv_cache.shape[-1]:
+        _fail(f"head_dim_v = {dv}: the values are the first columns of kv_cache's {kv_cache.shape[-1]}")
+    return _call(q, kv_cache, kv_cache[..., :dv], cache_seqlens, page_table, causal, window, softmax_scale,
+                 cu_seqlens_q, max_seqlen_q, max_seqlen_k, num_splits, return_lse, out, config, q_rope=q_rope,
+                 k_rope=k_rope_cache, shared_kv=True)

@@ -71,9 +71,9 @@ struct LaunchPlan {
   // The scratch a launch of this signature needs (split-K decode), checked like a launch.
   size_t workspace_bytes(uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, uintptr_t lse, uintptr_t cu_seqlens_q,
                          uintptr_t page_table, uintptr_t seqused_k, uintptr_t q_scale, uintptr_t k_scale,
-                         uintptr_t v_scale) const {
-    return kernel.kernel->workspace_bytes(
-        with(q, k, v, o, 0, 0, lse, cu_seqlens_q, 0, 0, page_table, seqused_k, 0, 0, q_scale, k_scale, v_scale));
+                         uintptr_t v_scale, uintptr_t q_rope, uintptr_t k_rope) const {
+    return kernel.kernel->workspace_bytes(with(q, k, v, o, q_rope, k_rope, lse, cu_seqlens_q, 0, 0, page_table,
+                                               seqused_k, 0, 0, q_scale, k_scale, v_scale));
   }
 };
 
@@ -148,7 +148,8 @@ void register_launch(nb::module_& m) {
            "launch() with only q, k, v, o and the tile counter (every other pointer 0).")
       .def("workspace_bytes", &LaunchPlan::workspace_bytes, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("o"),
            nb::arg("lse"), nb::arg("cu_seqlens_q"), nb::arg("page_table"), nb::arg("seqused_k"),
-           nb::arg("q_scale") = 0, nb::arg("k_scale") = 0, nb::arg("v_scale") = 0,
+           nb::arg("q_scale") = 0, nb::arg("k_scale") = 0, nb::arg("v_scale") = 0, nb::arg("q_rope") = 0,
+           nb::arg("k_rope") = 0,
            "Bytes of device scratch a launch of this signature needs (split-K decode; 0 otherwise).");
 }
 

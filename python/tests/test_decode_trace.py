@@ -108,3 +108,18 @@ def test_backward_raises():
     o = flashjit.decode(q, k, v, **kw)
     with pytest.raises(RuntimeError, match="forward only"):
         o.sum().backward()
+
+
+def test_mla_decode_shapes_and_rope_checks():
+    q, q_pe = meta(4, 2, 128, 512), meta(4, 2, 128, 64)
+    ckv, kpe = meta(100, 64, 1, 512), meta(100, 64, 1, 64)
+    kw = dict(page_table=meta(4, 20, dtype=I32), cache_seqlens=meta(4, dtype=I32))
+    o, lse = flashjit.mla_decode(q, q_pe, ckv, kpe, causal=True, return_lse=True, **kw)
+    assert o.shape == (4, 2, 128, 512) and lse.shape == (4, 128, 2)
+    # FlashMLA's one buffer: the whole rows, V their first 512 columns.
+    assert flashjit.mla_decode(meta(4, 1, 16, 576), None, meta(100, 64, 1, 576), None, head_dim_v=512,
+                               **kw).shape == (4, 1, 16, 512)
+    with pytest.raises(flashjit.ArgumentError, match="q_rope has shape"):
+        flashjit.mla_decode(q, meta(4, 1, 128, 64), ckv, kpe, **kw)
+    with pytest.raises(flashjit.ArgumentError, match="q_rope and k_rope_cache come together"):
+        flashjit.mla_decode(q, q_pe, ckv, None, **kw)
