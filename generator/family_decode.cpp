@@ -118,18 +118,7 @@ class DecodeFamily final : public KernelFamily {
     if (bn < 16 * warps_n || bn > 256 || bn % (16 * warps_n))
       bad("BN", bn, "must be a multiple of " + std::to_string(16 * warps_n) + " up to 256 (" +
                         std::to_string(warps_n) + " warps split each tile's keys, 16 at a time)");
-    if (*t.num_kv_stages < 2 || *t.num_kv_stages > 8) bad("num_kv_stages", *t.num_kv_stages, "must be 2 to 8");
-    if (*t.splitk_partitions < 0 || *t.splitk_partitions > kMaxSplits)
-      bad("splitk_partitions", *t.splitk_partitions,
-          "must be 0 (chosen per launch) or a split count up to " + std::to_string(kMaxSplits));
-    if (*t.scheduler != Scheduler::transient)
-      issues.push_back({"tuning.scheduler", std::string("\"") + to_string(*t.scheduler) + "\"",
-                        "the decode family launches one CTA per (split, row block, KV head, batch entry)"});
-    if (!issues.empty()) return;
-    const int smem = smem_for(c, bm, bn, warps, *t.num_kv_stages);
-    if (smem > arch.max_smem_per_block)
-      bad("num_kv_stages", *t.num_kv_stages, "needs " + std::to_string(smem) + " bytes of shared memory; " +
-                                                 arch.name + " allows " + std::to_string(arch.max_smem_per_block));
+    check_ring_and_grid(c, arch, issues);
   }
 
   int smem_bytes(const Config& c) const override {
@@ -215,6 +204,16 @@ class DecodeFamily final : public KernelFamily {
       bad("num_warps", warps, "the " + std::to_string(warps_n) + " warps of a row block each take whole 64-column panels of V (" +
                                   std::to_string(c.head_dim.v) + " columns)");
     if (bn < 16 || bn > 128 || bn % 16) bad("BN", bn, "must be a multiple of 16 from 16 to 128");
+    check_ring_and_grid(c, arch, issues);
+  }
+
+  // The rules both split passes share: the ring's depth, the split count, the grid, and the
+  // shared memory of the whole tile.
+  static void check_ring_and_grid(const Config& c, const ArchInfo& arch, std::vector<ConfigIssue>& issues) {
+    const Tuning& t = c.tuning;
+    auto bad = [&](const char* f, int v, std::string rule) {
+      issues.push_back({std::string("tuning.") + f, std::to_string(v), std::move(rule)});
+    };
     if (*t.num_kv_stages < 2 || *t.num_kv_stages > 8) bad("num_kv_stages", *t.num_kv_stages, "must be 2 to 8");
     if (*t.splitk_partitions < 0 || *t.splitk_partitions > kMaxSplits)
       bad("splitk_partitions", *t.splitk_partitions,
@@ -223,7 +222,7 @@ class DecodeFamily final : public KernelFamily {
       issues.push_back({"tuning.scheduler", std::string("\"") + to_string(*t.scheduler) + "\"",
                         "the decode family launches one CTA per (split, row block, KV head, batch entry)"});
     if (!issues.empty()) return;
-    const int smem = smem_for(c, bm, bn, warps, *t.num_kv_stages);
+    const int smem = smem_for(c, *t.BM, *t.BN, *t.num_warps, *t.num_kv_stages);
     if (smem > arch.max_smem_per_block)
       bad("num_kv_stages", *t.num_kv_stages, "needs " + std::to_string(smem) + " bytes of shared memory; " +
                                                  arch.name + " allows " + std::to_string(arch.max_smem_per_block));
