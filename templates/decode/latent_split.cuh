@@ -3,16 +3,14 @@
 // rows. A key tile is loaded once into one shared-memory tile and feeds both GEMMs. mma.sync,
 // every GPU from Ampere on; 16-bit caches.
 //
-// Rows are packed as in split_kv.cuh (query heads of the KV head x query tokens; grid (splits,
-// m_blocks * heads_k, batch)). The O row of MLA is wide (dv 512: 256 fp32 per lane for a warp
+// Rows, keys and the ring of key tiles are key_ring.cuh's, each key row's second offset its
+// rope part's. The O row of MLA is wide (dv 512: 256 fp32 per lane for a warp
 // owning whole rows), so the kWarpsN warps of a 16-row block split O's columns instead of the
 // keys: warp wn owns columns [wn * dv / kWarpsN, ...). For S = Q K^T each of them takes every
 // kWarpsN-th 16-column k-step of the head dim (its Q fragments stay in registers for the whole
 // launch), writes its partial scores to the exchange slot, and after one barrier adds all the
 // parts in the same order, so the warps of a row block hold identical scores, maxima and sums
 // and need no merge at the end. Each warp then multiplies P by its own V columns.
-// Loads: the ring of split_kv.cuh: row offsets (K's, and the rope tensor's) a tile ahead from
-// page-table entries read a tile before that, cp.async of 16-byte chunks, any page size.
 #pragma once
 
 #include "common/kv_policy.cuh"
@@ -20,6 +18,7 @@
 #include "common/params.cuh"
 #include "common/seqinfo.cuh"
 #include "common/types.cuh"
+#include "decode/key_ring.cuh"
 #include "decode/latent_regions.cuh"
 #include "sm80/cp_async.cuh"
 #include "sm80/ldmatrix.cuh"
@@ -31,11 +30,15 @@
 namespace flashjit::decode {
 
 template <class T>
-struct LatentSplit {
+struct LatentSplit : KeyRing<LatentSplit<T>, T> {
+  using Base = KeyRing<LatentSplit<T>, T>;
+  using Base::b, Base::hk, Base::m0, Base::rows, Base::seq, Base::mask, Base::tid, Base::warp, Base::lane,
+      Base::wm, Base::wn, Base::g, Base::t, Base::n_begin, Base::n_end, Base::n_unmasked_lo, Base::n_unmasked_hi,
+      Base::p, Base::smem, Base::smem_base, Base::token_of, Base::head_of, Base::bad_page_flag, Base::row_slot,
+      Base::kThreads, Base::split;
   using E = typename T::Element;
   using OE = typename T::OutElement;
   static constexpr int kBM = T::kBlockM, kBN = T::kBlockN, kWarps = T::kNumWarps;
-  static constexpr int kThreads = kWarps * 32;
   static constexpr int kDQK = T::kHeadDimQK, kDV = T::kHeadDimV, kDR = T::kHeadDimRope;
   static constexpr int kDN = kDQK - kDR, kGroup = T::kGroup, kStages = T::kStages;
   static constexpr int kWarpsM = kBM / 16;
@@ -47,7 +50,6 @@ struct LatentSplit {
   using QTile = sm80::SmemTile<kBM, kDQK>;
   using KTile = sm80::SmemTile<kBN, kDQK>;
   using VPart = sm80::SmemTile<kBN, kVCols>;  // one warp's V columns: whole panels of the KV tile
-  using Kv = KvCache<T::kVarlen, T::kPaged, T::kPageSize>;
   using Softmax = sm80::OnlineSoftmax<1, kThreads, false>;
   static constexpr LatentRegions kR = latent_regions({kBM, kBN, kDQK, kWarps, kStages});
 
@@ -65,54 +67,27 @@ struct LatentSplit {
   static_assert(kDR % 8 == 0 && kBN % 16 == 0, "rope chunks; 16-key steps");
   static_assert(QTile::kBytes == kR.kv_offset && KTile::kBytes == kR.kv_stage_bytes, "tile sizes agree");
 
-  const AttentionParams& p;
-  u32 smem_base;
-  unsigned char* smem;
-  int b, hk, split, m0, rows;
-  SeqInfo seq;
-  Kv kv;
-  AttentionMask<T::kMask> mask;
-  int tid, warp, lane, wm, wn, g, t;
-  int n_begin, n_end, n_unmasked_lo, n_unmasked_hi;
   sm80::LanePart lk, lv;
   u32 qa[kKSteps][4];  // this warp's Q fragments
   float acc_o[1][kDT][4];
   Softmax softmax;
 
-  __device__ __forceinline__ explicit LatentSplit(const AttentionParams& params) : p(params) {}
+  __device__ __forceinline__ explicit LatentSplit(const AttentionParams& params) : Base(params) {}
 
-  __device__ __forceinline__ int token_of(int packed) const { return packed / kGroup; }
-  __device__ __forceinline__ int head_of(int packed) const { return hk * kGroup + packed % kGroup; }
-  __device__ __forceinline__ int* bad_page_flag() const { return reinterpret_cast<int*>(smem + kR.flag_offset); }
-  __device__ __forceinline__ longlong2* row_slot(int stage) const {
-    return reinterpret_cast<longlong2*>(smem + kR.rows_offset + stage * kR.rows_slot_bytes);
-  }
   __device__ __forceinline__ float4* exchange(int slot, int w) const {
     return reinterpret_cast<float4*>(smem + kR.exchange_offset + slot * kR.exchange_slot_bytes) + w * kNT * 32;
   }
 
-  static constexpr int kRowsPerThread = ceil_div(kBN, kThreads);
-
-  __device__ __forceinline__ void fetch_rows(int n, int (&entry)[kRowsPerThread]) const {
+  // The ring's hooks (key_ring.cuh): each key row's second offset is its rope part's (K's own
+  // rows when the rope columns are part of them).
+  __device__ __forceinline__ const TensorArg& second_tensor() const { return kDR > 0 ? p.k_rope : p.k; }
+  __device__ __forceinline__ void row_written(int, int, int) const {}
+  // After the first tile's barrier, Q has arrived: this warp's Q fragments, kept for the launch.
+  __device__ __forceinline__ void tile_arrived(int i) {
+    if (i == 0) {
+      const sm80::LanePart lq = lane_part(kR.q_offset, 16 * wm + (lane & 15), lane >> 4);
 #pragma unroll
-    for (int e = 0; e < kRowsPerThread; ++e) {
-      const int r = tid + e * kThreads, j = n * kBN + r;
-      entry[e] = (r < kBN && j < kv.seqlen_k) ? kv.page_entry(j) : -1;
-    }
-  }
-
-  // Key tile n's row offsets in K and in the rope tensor (K's own when the rope columns are part
-  // of its rows) into ring stage `stage`'s slot; -1 past the cache end or for a bad entry.
-  __device__ __forceinline__ void write_rows(int n, int stage, const int (&entry)[kRowsPerThread]) const {
-    longlong2* slot = row_slot(stage);
-    const TensorArg& rope = kDR > 0 ? p.k_rope : p.k;
-#pragma unroll
-    for (int e = 0; e < kRowsPerThread; ++e) {
-      const int r = tid + e * kThreads, j = n * kBN + r;
-      if (r >= kBN) break;
-      i64 ko = -1, ro = -1;
-      if (j < kv.seqlen_k && !kv.offsets(entry[e], p.k, rope, b, j, hk, ko, ro)) *bad_page_flag() = 1;
-      slot[r] = make_longlong2(ko, ro);
+      for (int ks = 0; ks < kKSteps; ++ks) sm80::ldmatrix_x4(qa[ks], QTile::ldm(lq, 2 * kWarpsN * ks, 0));
     }
   }
 
@@ -236,46 +211,6 @@ struct LatentSplit {
     sm80::gemm_pv<E, VPart, 1, kDT, kPSteps>(acc_o, pa, lv.plus(stage * kR.kv_stage_bytes));
   }
 
-  __device__ __forceinline__ void main_loop() {
-    load_q();
-    {
-      int first[kStages][kRowsPerThread];
-#pragma unroll
-      for (int s = 0; s < kStages; ++s)
-        if (n_begin + s < n_end) fetch_rows(n_begin + s, first[s]);
-#pragma unroll
-      for (int s = 0; s < kStages; ++s)
-        if (n_begin + s < n_end) write_rows(n_begin + s, s, first[s]);
-    }
-    int ahead[kRowsPerThread];
-    if (n_begin + kStages < n_end) fetch_rows(n_begin + kStages, ahead);
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < kStages - 1; ++i) {
-      if (n_begin + i < n_end) load_kv(i);
-      sm80::cp_async_commit();  // Q joins the first group
-    }
-#pragma unroll 1
-    for (int i = 0; n_begin + i < n_end; ++i) {
-      sm80::cp_async_wait<kStages - 2>();
-      __syncthreads();  // tile i (and Q) visible; every warp done with tile i - 1's stage
-      if (i == 0) {     // this warp's Q fragments, kept for the whole launch
-        const sm80::LanePart lq = lane_part(kR.q_offset, 16 * wm + (lane & 15), lane >> 4);
-#pragma unroll
-        for (int ks = 0; ks < kKSteps; ++ks) sm80::ldmatrix_x4(qa[ks], QTile::ldm(lq, 2 * kWarpsN * ks, 0));
-      }
-      const int next = n_begin + i + kStages - 1;
-      if (next < n_end) load_kv((i + kStages - 1) % kStages);
-      sm80::cp_async_commit();
-      if (next + 1 < n_end) {
-        write_rows(next + 1, i % kStages, ahead);
-        if (next + 2 < n_end) fetch_rows(next + 2, ahead);
-      }
-      compute(n_begin + i, i % kStages, i);
-    }
-    sm80::cp_async_wait<0>();
-  }
-
   // ldmatrix lane addresses for a tile at `offset`, shifted to this warp's k-step within each
   // panel: the warp's chunk pair 2 wn (+ lc) is an XOR on the chunk bits of the swizzled address.
   __device__ __forceinline__ sm80::LanePart lane_part(int offset, int row, int lc) const {
@@ -327,40 +262,7 @@ struct LatentSplit {
   }
 
   __device__ __forceinline__ void run() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;");  // the combine pass (split_kv.cuh)
-#endif
-    extern __shared__ __align__(128) unsigned char smem_raw[];
-    smem = smem_raw;
-    smem_base = u32(__cvta_generic_to_shared(smem_raw));
-    tid = int(threadIdx.x);
-    warp = tid / 32;
-    lane = tid % 32;
-    wm = warp % kWarpsM;
-    wn = warp / kWarpsM;
-    g = lane / 4;
-    t = lane % 4;
-
-    split = int(blockIdx.x);
-    const int m_blocks = int(gridDim.y) / p.heads_k;
-    hk = int(blockIdx.y) / m_blocks;
-    m0 = (int(blockIdx.y) % m_blocks) * kBM;
-    b = int(blockIdx.z);
-    kv = Kv::make(p, b);
-    seq = kv.sequence(p, b);
-    rows = kGroup * seq.seqlen_q;
-    if (m0 >= rows) return;
-
-    mask = AttentionMask<T::kMask>{seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right};
-    const int tok_first = token_of(m0), tok_last = token_of(cmin(m0 + kBM, rows) - 1);
-    const int lo = mask.col_lo(tok_first), hi = mask.col_hi(tok_last);
-    const int tile_lo = lo / kBN, tile_hi = hi > lo ? ceil_div(hi, kBN) : tile_lo;
-    const int per_split = ceil_div(tile_hi - tile_lo, p.num_splits);
-    n_begin = tile_lo + split * per_split;
-    n_end = cmin(tile_hi, n_begin + per_split);
-    n_unmasked_lo = ceil_div(mask.col_lo(tok_last), kBN);
-    n_unmasked_hi = mask.col_hi(tok_first) / kBN;
-
+    if (!this->begin()) return;
     if (tid == 0) *bad_page_flag() = 0;
     // K as the B operand of Q K^T at this warp's k-steps; V (.trans) at its own column panels.
     lk = lane_part(kR.kv_offset, (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
@@ -372,7 +274,10 @@ struct LatentSplit {
     softmax.init(nullptr, tid);
     __syncthreads();
 
-    if (n_end > n_begin) main_loop();
+    if (n_end > n_begin) {
+      this->main_loop();
+      sm80::cp_async_wait<0>();  // the ring's last (empty) groups, before the kernel's end
+    }
     epilogue();
   }
 };

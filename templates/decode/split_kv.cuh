@@ -1,20 +1,11 @@
 // The decode family's split pass: a few query tokens per sequence against a long (paged) KV
-// cache, on mma.sync (every GPU from Ampere on).
+// cache, on mma.sync (every GPU from Ampere on). Rows, keys and the ring of key tiles are
+// key_ring.cuh's.
 //
-// Rows: the query heads of one KV head times the query tokens of one step share a tile, so each
-// K/V byte is read once per KV head. Packed row r of KV head hk is token r / kGroup of query
-// head hk * kGroup + r % kGroup. A CTA takes kBlockM packed rows (one m block) of one (batch,
-// KV head) and one split of its keys: grid (num_splits, m_blocks * heads_k, batch).
 // Warps: kWarpsM = kBlockM / 16 warps own 16 rows each; the kWarpsN warps of one row block split
 // every key tile between them (kKeys keys each), keep their own online softmax, and the CTA
 // merges their states at the end (FlashDecoding's split within the CTA), so the tensor cores see
 // 16-row tiles however few the rows are.
-// Loads: every thread gathers 16-byte chunks of the K/V tile with cp.async, row by row, so any
-// page size works; a kStages-deep ring keeps (kStages - 1) tiles in flight. Each key row's K and
-// V offsets come from the KV policy (kv_policy.cuh) once, into shared memory a tile before its
-// copies (write_rows), from page-table entries read into registers a tile before that
-// (fetch_rows): no thread waits on a page-table read, neither between its copies nor before
-// its math.
 // fp8 caches (kv_operands.cuh): K and V tiles stay fp8 in shared memory and are widened to fp16
 // after ldmatrix; Q is dequantised into an fp16 tile. K and V scales per tensor or head and the
 // fp8 widening factor are folded into the score scale and into 1/sum; per-token K scales ride in
@@ -31,6 +22,7 @@
 #include "common/scales.cuh"
 #include "common/seqinfo.cuh"
 #include "common/types.cuh"
+#include "decode/key_ring.cuh"
 #include "decode/kv_operands.cuh"
 #include "decode/smem_regions.cuh"
 #include "sm80/warp_gemm.cuh"
@@ -61,11 +53,15 @@ __device__ __forceinline__ void gather_tile(u32 smem, const RowPtr& row_ptr, con
 }
 
 template <class T>
-struct SplitKv {
+struct SplitKv : KeyRing<SplitKv<T>, T> {
+  using Base = KeyRing<SplitKv<T>, T>;
+  using Base::b, Base::hk, Base::split, Base::m0, Base::rows, Base::seq, Base::kv, Base::mask, Base::tid,
+      Base::warp, Base::lane, Base::wm, Base::wn, Base::g, Base::t, Base::n_begin, Base::n_end, Base::n_unmasked_lo,
+      Base::n_unmasked_hi, Base::p, Base::smem, Base::smem_base, Base::token_of, Base::head_of, Base::bad_page_flag,
+      Base::row_slot, Base::kThreads, Base::kRowsPerThread;
   using E = typename T::Element;
   using OE = typename T::OutElement;
   static constexpr int kBM = T::kBlockM, kBN = T::kBlockN, kWarps = T::kNumWarps;
-  static constexpr int kThreads = kWarps * 32;
   static constexpr int kDQK = T::kHeadDimQK, kDV = T::kHeadDimV, kGroup = T::kGroup;
   static constexpr int kStages = T::kStages;
   static constexpr int kWarpsM = kBM / 16;
@@ -80,7 +76,6 @@ struct SplitKv {
   using KTile = typename Ops::KTile;
   using VTile = typename Ops::VTile;
   static constexpr int kChunkElems = ElementTraits<E>::kChunkElems;  // per 16-byte cp.async
-  using Kv = KvCache<T::kVarlen, T::kPaged, T::kPageSize>;
   using Softmax = sm80::OnlineSoftmax<1, kThreads, false>;
   static constexpr SmemRegions kR =
       smem_regions({kBM, kBN, kDQK, kDV, kWarps, kStages, int(sizeof(E)), kKeyScales});
@@ -89,7 +84,6 @@ struct SplitKv {
   static_assert(kR.total == T::kSmemBytes, "host and device disagree on the shared-memory size");
   static_assert(kBM % 16 == 0 && kWarps % kWarpsM == 0, "warps cover the row blocks evenly");
   static_assert(kKeys % 16 == 0 && kKeys * kWarpsN == kBN, "each warp takes whole 16-key steps");
-  static_assert(kStages >= 2, "a ring of at least two K/V stages");
   static_assert(T::kHeadDimRope == 0, "decode tiles take no separate rope part");
   static_assert((sizeof(E) == 2 || kFp8) && sizeof(OE) == 2, "16-bit or fp8 Q/K/V, 16-bit O");
   static_assert(kFp8 || (T::kQScale == ScaleKind::kNone && T::kKScale == ScaleKind::kNone &&
@@ -99,29 +93,13 @@ struct SplitKv {
                     VTile::kBytes == kR.v_stage_bytes,
                 "tile sizes agree with the region arithmetic");
 
-  const AttentionParams& p;
-  u32 smem_base;
-  unsigned char* smem;
-  int b, hk, split, m0, rows;  // rows: valid packed rows of this CTA
-  SeqInfo seq;                 // queries (rows of q and o)
-  Kv kv;
-  AttentionMask<T::kMask> mask;
-  int tid, warp, lane, wm, wn, g, t;
-  int n_begin, n_end, n_unmasked_lo, n_unmasked_hi;
   LanePart lq, lk, lv;
   Scales<T> scales;
   float score_scale_log2;  // softmax scale x K's scale and widening factor, log2 units
   float acc_o[1][kDT][4];
   Softmax softmax;
 
-  __device__ __forceinline__ explicit SplitKv(const AttentionParams& params) : p(params) {}
-
-  __device__ __forceinline__ int token_of(int packed) const { return packed / kGroup; }
-  __device__ __forceinline__ int head_of(int packed) const { return hk * kGroup + packed % kGroup; }
-
-  __device__ __forceinline__ int* bad_page_flag() const {
-    return reinterpret_cast<int*>(smem + kR.flag_offset);
-  }
+  __device__ __forceinline__ explicit SplitKv(const AttentionParams& params) : Base(params) {}
 
   // Row pointers of the CTA's packed query rows (null past the valid rows), and (fp8) their
   // dequantisation scales.
@@ -141,43 +119,18 @@ struct SplitKv {
     }
   };
 
-  static constexpr int kRowsPerThread = ceil_div(kBN, kThreads);  // key rows each thread plans
-
-  // The row offsets in K and V (-1: zero-fill) of the tile in flight to ring stage `stage`.
-  __device__ __forceinline__ longlong2* row_slot(int stage) const {
-    return reinterpret_cast<longlong2*>(smem + kR.rows_offset + stage * kR.rows_slot_bytes);
-  }
-
   // Per-token K scales of the tile `n` (slot (n - n_begin) % (kStages + 1)).
   __device__ __forceinline__ float* key_scale_slot(int n) const {
     return reinterpret_cast<float*>(smem + kR.key_scale_offset + ((n - n_begin) % (kStages + 1)) * kR.key_scale_slot_bytes);
   }
 
-  // The page-table entries of key tile n's rows that this thread plans (paged caches; a no-op
-  // otherwise): loads whose results write_rows uses a step later.
-  __device__ __forceinline__ void fetch_rows(int n, int (&entry)[kRowsPerThread]) const {
-#pragma unroll
-    for (int e = 0; e < kRowsPerThread; ++e) {
-      const int r = tid + e * kThreads, j = n * kBN + r;
-      entry[e] = (r < kBN && j < kv.seqlen_k) ? kv.page_entry(j) : -1;
-    }
+  // The ring's hooks (key_ring.cuh): each key row's second offset is V's; per-token K scales
+  // go beside the row offsets.
+  __device__ __forceinline__ const TensorArg& second_tensor() const { return p.v; }
+  __device__ __forceinline__ void row_written(int n, int r, int j) const {
+    if constexpr (kKeyScales) key_scale_slot(n)[r] = j < kv.seqlen_k ? scales.k.at(b, hk, seq.k_start, j) : 0.f;
   }
-
-  // Key tile n's row offsets into the slot of ring stage `stage`: -1 past the cache end and for a
-  // page-table entry that names no page (which also raises the CTA's flag). load_kv reads them
-  // after the next __syncthreads().
-  __device__ __forceinline__ void write_rows(int n, int stage, const int (&entry)[kRowsPerThread]) const {
-    longlong2* slot = row_slot(stage);
-#pragma unroll
-    for (int e = 0; e < kRowsPerThread; ++e) {
-      const int r = tid + e * kThreads, j = n * kBN + r;
-      if (r >= kBN) break;
-      i64 ko = -1, vo = -1;
-      if (j < kv.seqlen_k && !kv.offsets(entry[e], p.k, p.v, b, j, hk, ko, vo)) *bad_page_flag() = 1;
-      slot[r] = make_longlong2(ko, vo);
-      if constexpr (kKeyScales) key_scale_slot(n)[r] = j < kv.seqlen_k ? scales.k.at(b, hk, seq.k_start, j) : 0.f;
-    }
-  }
+  __device__ __forceinline__ void tile_arrived(int) const {}
 
   // Every 16-byte chunk of one tile from the row offsets in `rows` (member `kPart`: K's or V's).
   template <class Tile, long long longlong2::*kPart>
@@ -235,7 +188,7 @@ struct SplitKv {
     }
   }
 
-  __device__ __forceinline__ void compute(int n, int stage) {
+  __device__ __forceinline__ void compute(int n, int stage, int) {
     float s[1][kNT][4];
     Ops::qk(s, lq, lk.plus(stage * kR.k_stage_bytes));
     if constexpr (kKeyScales) {  // before the mask: a masked score stays -inf
@@ -262,48 +215,14 @@ struct SplitKv {
     Ops::pv(acc_o, pa, lv.plus(stage * kR.v_stage_bytes));
   }
 
-  __device__ __forceinline__ void main_loop() {
-    // Q rows of this CTA (zero past the valid rows) join the first tile's commit group.
+  // Q rows of this CTA (zero past the valid rows): they join the first tile's commit group, or
+  // (fp8, dequantised) are stored synchronously before the barrier that precedes the first math.
+  __device__ __forceinline__ void load_q() const {
     const E* qbase = static_cast<const E*>(p.q.ptr);
-    if constexpr (kFp8)  // synchronous; the barrier before the first tile's math orders it
+    if constexpr (kFp8)
       load_q_fp8<Ops, QTile, kThreads, E>(smem_base + kR.q_offset, QRows{this, qbase}, tid);
     else
       gather_tile<QTile, kThreads>(smem_base + kR.q_offset, QRows{this, qbase}, qbase, tid);
-    // Row offsets of the first kStages tiles (their page-table reads issued together), one
-    // barrier, then the first kStages - 1 tiles' copies.
-    {
-      int first[kStages][kRowsPerThread];
-#pragma unroll
-      for (int s = 0; s < kStages; ++s)
-        if (n_begin + s < n_end) fetch_rows(n_begin + s, first[s]);
-#pragma unroll
-      for (int s = 0; s < kStages; ++s)
-        if (n_begin + s < n_end) write_rows(n_begin + s, s, first[s]);
-    }
-    int ahead[kRowsPerThread];  // page-table entries of the tile whose offsets are written next
-    if (n_begin + kStages < n_end) fetch_rows(n_begin + kStages, ahead);
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < kStages - 1; ++i) {
-      if (n_begin + i < n_end) load_kv(i);
-      sm80::cp_async_commit();  // possibly empty: the wait depth stays a constant
-    }
-#pragma unroll 1
-    for (int i = 0; n_begin + i < n_end; ++i) {
-      sm80::cp_async_wait<kStages - 2>();
-      // Tile i is visible to every thread, every warp is done with tile i - 1, whose stage is
-      // refilled next, and that stage's row offsets are written.
-      __syncthreads();
-      const int next = n_begin + i + kStages - 1;
-      if (next < n_end) load_kv((i + kStages - 1) % kStages);
-      sm80::cp_async_commit();
-      // The tile after `next` goes to tile i's stage, whose offsets its copies no longer need.
-      if (next + 1 < n_end) {
-        write_rows(next + 1, i % kStages, ahead);
-        if (next + 2 < n_end) fetch_rows(next + 2, ahead);
-      }
-      compute(n_begin + i, i % kStages);
-    }
   }
 
   // Merges the warps that split the keys of each row block, then writes O and the LSE (one
@@ -383,44 +302,7 @@ struct SplitKv {
   }
 
   __device__ __forceinline__ void run() {
-#if __CUDA_ARCH__ >= 900
-    // The combine pass (a programmatic dependent) may launch once every CTA has started: its
-    // CTAs then wait on this grid's completion already resident, instead of after a launch gap.
-    asm volatile("griddepcontrol.launch_dependents;");
-#endif
-    extern __shared__ __align__(128) unsigned char smem_raw[];
-    smem = smem_raw;
-    smem_base = u32(__cvta_generic_to_shared(smem_raw));
-    tid = int(threadIdx.x);
-    warp = tid / 32;
-    lane = tid % 32;
-    wm = warp % kWarpsM;
-    wn = warp / kWarpsM;
-    g = lane / 4;
-    t = lane % 4;
-
-    split = int(blockIdx.x);
-    const int m_blocks = int(gridDim.y) / p.heads_k;
-    hk = int(blockIdx.y) / m_blocks;
-    m0 = (int(blockIdx.y) % m_blocks) * kBM;
-    b = int(blockIdx.z);
-    kv = Kv::make(p, b);
-    seq = kv.sequence(p, b);
-    rows = kGroup * seq.seqlen_q;
-    if (m0 >= rows) return;  // this entry has fewer query tokens than the longest
-
-    mask = AttentionMask<T::kMask>{seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right};
-    // The keys the CTA's rows see: from the first row's token's lowest to the last's highest.
-    const int tok_first = token_of(m0), tok_last = token_of(cmin(m0 + kBM, rows) - 1);
-    const int lo = mask.col_lo(tok_first), hi = mask.col_hi(tok_last);
-    const int tile_lo = lo / kBN, tile_hi = hi > lo ? ceil_div(hi, kBN) : tile_lo;
-    const int per_split = ceil_div(tile_hi - tile_lo, p.num_splits);
-    n_begin = tile_lo + split * per_split;
-    n_end = cmin(tile_hi, n_begin + per_split);
-    // Tiles inside [every row's lowest visible key, every row's highest) need no mask.
-    n_unmasked_lo = ceil_div(mask.col_lo(tok_last), kBN);
-    n_unmasked_hi = mask.col_hi(tok_first) / kBN;
-
+    if (!this->begin()) return;
     scales = Scales<T>::make(p);
     // Per-tensor / per-head K scales and fp8's widening factor are one number for the CTA.
     score_scale_log2 = p.softmax_scale_log2 * Ops::kValueFactor * (kKeyScales ? 1.f : scales.k.at(b, hk, 0, 0));
@@ -437,7 +319,7 @@ struct SplitKv {
     softmax.init(nullptr, tid);
     __syncthreads();  // the flag is cleared before any load can set it
 
-    if (n_end > n_begin) main_loop();
+    if (n_end > n_begin) this->main_loop();
     epilogue();
   }
 };

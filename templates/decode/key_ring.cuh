@@ -1,0 +1,180 @@
+// What the decode family's split passes share (split_kv.cuh, latent_split.cuh), as a CRTP base:
+// which rows, keys and split a CTA takes, and the ring that brings its key tiles in.
+//
+// Rows: the query heads of one KV head times the query tokens of one step share a tile, so each
+// K/V byte is read once per KV head. Packed row r of KV head hk is token r / kGroup of query
+// head hk * kGroup + r % kGroup. A CTA takes kBlockM packed rows (one m block) of one (batch,
+// KV head) and one split of its keys: grid (num_splits, m_blocks * heads_k, batch).
+// Ring: every thread gathers 16-byte chunks of a key tile with cp.async, row by row, so any
+// page size works; a kStages-deep ring keeps (kStages - 1) tiles in flight. Each key row's two
+// offsets (K's and V's, or K's and its rope part's) come from the KV policy (kv_policy.cuh) once,
+// into shared memory a tile before its copies (write_rows), from page-table entries read into
+// registers a tile before that (fetch_rows): no thread waits on a page-table read, neither
+// between its copies nor before its math.
+//
+// The derived pass provides kR (its regions: rows_offset, rows_slot_bytes, flag_offset),
+// second_tensor() (the tensor of each row's second offset), row_written(n, r, j) (after row r of
+// tile n is planned), load_q(), load_kv(stage), tile_arrived(i) (tile i and Q are visible) and
+// compute(n, stage, i).
+#pragma once
+
+#include "common/kv_policy.cuh"
+#include "common/mask.cuh"
+#include "common/params.cuh"
+#include "common/seqinfo.cuh"
+#include "common/types.cuh"
+#include "sm80/cp_async.cuh"
+
+namespace flashjit::decode {
+
+template <class Derived, class T>
+struct KeyRing {
+  static constexpr int kBM = T::kBlockM, kBN = T::kBlockN, kWarps = T::kNumWarps;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kGroup = T::kGroup, kStages = T::kStages;
+  static constexpr int kWarpsM = kBM / 16;
+  static constexpr int kRowsPerThread = ceil_div(kBN, kThreads);  // key rows each thread plans
+  using Kv = KvCache<T::kVarlen, T::kPaged, T::kPageSize>;
+
+  static_assert(kStages >= 2, "a ring of at least two key stages");
+
+  const AttentionParams& p;
+  u32 smem_base;
+  unsigned char* smem;
+  int b, hk, split, m0, rows;  // rows: valid packed rows of this CTA's (batch, KV head)
+  SeqInfo seq;                 // queries (rows of q and o)
+  Kv kv;
+  AttentionMask<T::kMask> mask;
+  int tid, warp, lane, wm, wn, g, t;
+  int n_begin, n_end, n_unmasked_lo, n_unmasked_hi;
+
+  __device__ __forceinline__ explicit KeyRing(const AttentionParams& params) : p(params) {}
+
+  __device__ __forceinline__ Derived& self() { return static_cast<Derived&>(*this); }
+  __device__ __forceinline__ const Derived& self() const { return static_cast<const Derived&>(*this); }
+
+  __device__ __forceinline__ int token_of(int packed) const { return packed / kGroup; }
+  __device__ __forceinline__ int head_of(int packed) const { return hk * kGroup + packed % kGroup; }
+
+  __device__ __forceinline__ int* bad_page_flag() const {
+    return reinterpret_cast<int*>(smem + Derived::kR.flag_offset);
+  }
+
+  // The row offsets (-1: zero-fill) of the tile in flight to ring stage `stage`.
+  __device__ __forceinline__ longlong2* row_slot(int stage) const {
+    return reinterpret_cast<longlong2*>(smem + Derived::kR.rows_offset + stage * Derived::kR.rows_slot_bytes);
+  }
+
+  // The page-table entries of key tile n's rows that this thread plans (paged caches; a no-op
+  // otherwise): loads whose results write_rows uses a step later.
+  __device__ __forceinline__ void fetch_rows(int n, int (&entry)[kRowsPerThread]) const {
+#pragma unroll
+    for (int e = 0; e < kRowsPerThread; ++e) {
+      const int r = tid + e * kThreads, j = n * kBN + r;
+      entry[e] = (r < kBN && j < kv.seqlen_k) ? kv.page_entry(j) : -1;
+    }
+  }
+
+  // Key tile n's row offsets into the slot of ring stage `stage`: -1 past the cache end and for a
+  // page-table entry that names no page (which also raises the CTA's flag). load_kv reads them
+  // after the next __syncthreads().
+  __device__ __forceinline__ void write_rows(int n, int stage, const int (&entry)[kRowsPerThread]) const {
+    longlong2* slot = row_slot(stage);
+    const TensorArg& second = self().second_tensor();
+#pragma unroll
+    for (int e = 0; e < kRowsPerThread; ++e) {
+      const int r = tid + e * kThreads, j = n * kBN + r;
+      if (r >= kBN) break;
+      i64 first_off = -1, second_off = -1;
+      if (j < kv.seqlen_k && !kv.offsets(entry[e], p.k, second, b, j, hk, first_off, second_off)) *bad_page_flag() = 1;
+      slot[r] = make_longlong2(first_off, second_off);
+      self().row_written(n, r, j);
+    }
+  }
+
+  // The CTA's place: rows, keys and split from the grid, the mask, the key tiles it takes. False
+  // when the (batch, KV head) has fewer rows than this m block starts at.
+  __device__ __forceinline__ bool begin() {
+#if __CUDA_ARCH__ >= 900
+    // The combine pass (a programmatic dependent) may launch once every CTA has started: its
+    // CTAs then wait on this grid's completion already resident, instead of after a launch gap.
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    smem = smem_raw;
+    smem_base = u32(__cvta_generic_to_shared(smem_raw));
+    tid = int(threadIdx.x);
+    warp = tid / 32;
+    lane = tid % 32;
+    wm = warp % kWarpsM;
+    wn = warp / kWarpsM;
+    g = lane / 4;
+    t = lane % 4;
+
+    split = int(blockIdx.x);
+    const int m_blocks = int(gridDim.y) / p.heads_k;
+    hk = int(blockIdx.y) / m_blocks;
+    m0 = (int(blockIdx.y) % m_blocks) * kBM;
+    b = int(blockIdx.z);
+    kv = Kv::make(p, b);
+    seq = kv.sequence(p, b);
+    rows = kGroup * seq.seqlen_q;
+    if (m0 >= rows) return false;  // this entry has fewer query tokens than the longest
+
+    mask = AttentionMask<T::kMask>{seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right};
+    // The keys the CTA's rows see: from the first row's token's lowest to the last's highest.
+    const int tok_first = token_of(m0), tok_last = token_of(cmin(m0 + kBM, rows) - 1);
+    const int lo = mask.col_lo(tok_first), hi = mask.col_hi(tok_last);
+    const int tile_lo = lo / kBN, tile_hi = hi > lo ? ceil_div(hi, kBN) : tile_lo;
+    const int per_split = ceil_div(tile_hi - tile_lo, p.num_splits);
+    n_begin = tile_lo + split * per_split;
+    n_end = cmin(tile_hi, n_begin + per_split);
+    // Tiles inside [every row's lowest visible key, every row's highest) need no mask.
+    n_unmasked_lo = ceil_div(mask.col_lo(tok_last), kBN);
+    n_unmasked_hi = mask.col_hi(tok_first) / kBN;
+    return true;
+  }
+
+  // Q, then the ring over tiles [n_begin, n_end), each tile's math as soon as it has arrived.
+  __device__ __forceinline__ void main_loop() {
+    self().load_q();  // joins the first tile's commit group (or is synchronous)
+    // Row offsets of the first kStages tiles (their page-table reads issued together), one
+    // barrier, then the first kStages - 1 tiles' copies.
+    {
+      int first[kStages][kRowsPerThread];
+#pragma unroll
+      for (int s = 0; s < kStages; ++s)
+        if (n_begin + s < n_end) fetch_rows(n_begin + s, first[s]);
+#pragma unroll
+      for (int s = 0; s < kStages; ++s)
+        if (n_begin + s < n_end) write_rows(n_begin + s, s, first[s]);
+    }
+    int ahead[kRowsPerThread];  // page-table entries of the tile whose offsets are written next
+    if (n_begin + kStages < n_end) fetch_rows(n_begin + kStages, ahead);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) {
+      if (n_begin + i < n_end) self().load_kv(i);
+      sm80::cp_async_commit();  // possibly empty: the wait depth stays a constant
+    }
+#pragma unroll 1
+    for (int i = 0; n_begin + i < n_end; ++i) {
+      sm80::cp_async_wait<kStages - 2>();
+      // Tile i is visible to every thread, every warp is done with tile i - 1, whose stage is
+      // refilled next, and that stage's row offsets are written.
+      __syncthreads();
+      self().tile_arrived(i);
+      const int next = n_begin + i + kStages - 1;
+      if (next < n_end) self().load_kv((i + kStages - 1) % kStages);
+      sm80::cp_async_commit();
+      // The tile after `next` goes to tile i's stage, whose offsets its copies no longer need.
+      if (next + 1 < n_end) {
+        write_rows(next + 1, i % kStages, ahead);
+        if (next + 2 < n_end) fetch_rows(next + 2, ahead);
+      }
+      self().compute(n_begin + i, i % kStages, i);
+    }
+  }
+};
+
+}  // namespace flashjit::decode
