@@ -1,7 +1,8 @@
 // `flashjit run` on quantised inputs from .npy files: float32 values that the command quantises
 // itself (it reports the scales it chose), and fp8 values with their scale files, each checked
 // against the reference kernel; a scaled input without its scale file, or a scale file of the
-// wrong shape, is refused by name.
+// wrong shape, is refused by name. A shared K/V (latent) config loads whole K rows and refuses
+// a V file.
 #ifdef FLASHJIT_CLI_PATH  // built with the flashjit command (FLASHJIT_BUILD_CLI)
 
 #include "gpu_test_support.hpp"
@@ -14,6 +15,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 
 namespace flashjit::testing {
 namespace {
@@ -110,6 +112,28 @@ TEST(CliQuantisedLoad, Fp8InputsTakeTheirScaleFiles) {
   const Outcome bad = run(s, wrong);
   EXPECT_EQ(bad.code, 2);
   EXPECT_TRUE(contains(bad.err, "needs (1, 2, 64)")) << bad.err;
+}
+
+// MLA's latent cache: K's rows (512 nope + 64 rope columns) from one file, V their first 512.
+TEST(CliQuantisedLoad, LatentConfigsLoadKAndRefuseV) {
+  FLASHJIT_REQUIRE_GPU();
+  Scratch s;
+  s.write("mla.json", R"({"schema": "flashjit.attention.v1", "dtype": {"qkv": "bf16", "out": "bf16"},
+    "head_dim": {"qk": 576, "v": 512, "rope": 64}, "group": 16, "tuning": {"shared_kv": true}})");
+  constexpr int kKeys = 300;
+  save_floats((s / "k.npy").string(), {1, kKeys, 1, 576}, values(size_t(kKeys) * 576, 0.3f));
+  std::vector<std::string> args = {"run", (s / "mla.json").string(), "--arch", "native", "--batch", "1",
+                                   "--seqlen-q", "1", "--seqlen-k", std::to_string(kKeys), "--heads", "16",
+                                   "--kv-heads", "1", "--check", "--json", "--warmup", "0", "--iters", "1",
+                                   "--load-k", (s / "k.npy").string()};
+  const std::map<std::string, std::string> env = {{"FLASHJIT_CACHE_DIR", (s / "cache").string()}};
+  const Outcome ok = cli::test::run_binary(args, env, s.path());
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_TRUE(nlohmann::json::parse(ok.out)["check"]["passed"].get<bool>()) << ok.out;
+  args.insert(args.end(), {"--load-v", (s / "k.npy").string()});
+  const Outcome refused = cli::test::run_binary(args, env, s.path());
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_TRUE(contains(refused.err, "tuning.shared_kv = true, so V is the first head_dim.v columns of K")) << refused.err;
 }
 
 }  // namespace
