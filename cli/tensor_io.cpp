@@ -99,8 +99,8 @@ std::string load_input(const std::string& file, const std::string& scale_file, T
                        DeviceProblem& problem) {
   const char which = which_of(role);
   const std::string flag = std::string("--load-") + which;
-  if (role == TensorRole::v && c.tuning.shared_kv.value_or(false))
-    throw UsageError(flag + " " + file + ": the config has tuning.shared_kv = true, so V is the first head_dim.v "
+  if (role == TensorRole::v && c.kv_layout.shared_kv)
+    throw UsageError(flag + " " + file + ": the config has kv_layout.shared_kv = true, so V is the first head_dim.v "
                      "columns of K: give them in --load-k");
   const ScaleGranularity g = problem.granularity(which);
   const NpyArray a = read_npy(file);

@@ -226,7 +226,6 @@ void parse_tuning(const json& j, std::vector<ConfigIssue>& issues, Tuning& t) {
   r.read_int("num_pv_stages", t.num_pv_stages);
   r.read_int("swizzle", t.swizzle);
   r.read_bool("pair_cta", t.pair_cta);
-  r.read_bool("shared_kv", t.shared_kv);
   r.read_int("splitk_partitions", t.splitk_partitions);
   r.read_enum("scheduler", kSchedulers, t.scheduler);
   r.read_int("consumer_warpgroups", t.consumer_warpgroups);
@@ -274,6 +273,7 @@ Config parse_config(const json& j) {
     ObjectReader kr(*k, "kv_layout", issues);
     kr.read_bool("paged", c.kv_layout.paged);
     kr.read_int("page_size", c.kv_layout.page_size);
+    kr.read_bool("shared_kv", c.kv_layout.shared_kv);
     kr.check_unknown();
   }
   r.read_bool("varlen", c.varlen);
@@ -344,7 +344,6 @@ json to_json(const Config& c) {
   if (tu.num_pv_stages) t["num_pv_stages"] = *tu.num_pv_stages;
   if (tu.swizzle) t["swizzle"] = *tu.swizzle;
   if (tu.pair_cta) t["pair_cta"] = *tu.pair_cta;
-  if (tu.shared_kv) t["shared_kv"] = *tu.shared_kv;
   if (tu.splitk_partitions) t["splitk_partitions"] = *tu.splitk_partitions;
   if (tu.scheduler) t["scheduler"] = to_string(*tu.scheduler);
   if (tu.consumer_warpgroups) t["consumer_warpgroups"] = *tu.consumer_warpgroups;
@@ -352,6 +351,10 @@ json to_json(const Config& c) {
   if (tu.seqlen_hint) t["seqlen_hint"] = *tu.seqlen_hint;
   if (tu.max_seqlen_q) t["max_seqlen_q"] = *tu.max_seqlen_q;
 
+  // shared_kv only when set, so the canonical form (and the cache key) of every other config
+  // stays what it was.
+  json kv_layout = {{"paged", c.kv_layout.paged}, {"page_size", c.kv_layout.page_size}};
+  if (c.kv_layout.shared_kv) kv_layout["shared_kv"] = true;
   return json{
       {"schema", kConfigSchema},
       {"arch", c.arch},
@@ -363,7 +366,7 @@ json to_json(const Config& c) {
       {"head_dim", {{"qk", c.head_dim.qk}, {"v", c.head_dim.v}, {"rope", c.head_dim.rope}}},
       {"group", c.group},
       {"mask", to_string(c.mask)},
-      {"kv_layout", {{"paged", c.kv_layout.paged}, {"page_size", c.kv_layout.page_size}}},
+      {"kv_layout", kv_layout},
       {"varlen", c.varlen},
       {"scales",
        {{"q", to_string(c.scales.q)}, {"k", to_string(c.scales.k)}, {"v", to_string(c.scales.v)}}},

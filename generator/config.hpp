@@ -47,6 +47,8 @@ struct HeadDims {
 struct KvLayout {
   bool paged = false;
   int page_size = 0;
+  // V is the first head_dim.v columns of K (MLA's latent cache): no V tensor; decode family.
+  bool shared_kv = false;
   bool operator==(const KvLayout&) const = default;
 };
 
@@ -71,7 +73,6 @@ struct Tuning {
   std::optional<int> num_pv_stages;
   std::optional<int> swizzle;
   std::optional<bool> pair_cta;
-  std::optional<bool> shared_kv;
   std::optional<int> splitk_partitions;
   std::optional<Scheduler> scheduler;
   std::optional<int> consumer_warpgroups;  // sm90: MMA warpgroups (BM / 64)

@@ -5,8 +5,8 @@
 // which merges the splits. The split count is chosen per launch (runtime/host_decode.cpp)
 // unless tuning.splitk_partitions names one. fp8 caches (e4m3, e5m2) keep K/V in fp8 through
 // shared memory and widen them in registers (templates/decode/kv_operands.cuh), on every target.
-// A shared K/V cache (tuning.shared_kv, MLA's latent cache: V is the first head_dim.v columns of
-// K) takes its own split pass (templates/decode/latent_split.cuh) with the same combine.
+// A shared K/V cache (kv_layout.shared_kv, MLA's latent cache: V is the first head_dim.v columns
+// of K) takes its own split pass (templates/decode/latent_split.cuh) with the same combine.
 #include "decode/combine_shape.cuh"
 #include "decode/latent_regions.cuh"
 #include "decode/smem_regions.cuh"
@@ -32,7 +32,7 @@ int packed_rows(const Config& c) { return c.group * c.tuning.max_seqlen_q.value_
 
 int kv_bytes(const Config& c) { return dtype_bytes(c.dtype.qkv); }
 
-bool shared_kv(const Config& c) { return c.tuning.shared_kv.value_or(false); }
+bool shared_kv(const Config& c) { return c.kv_layout.shared_kv; }
 
 int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
   if (shared_kv(c)) return decode::latent_regions({bm, bn, c.head_dim.qk, warps, stages}).total;
@@ -60,7 +60,7 @@ class DecodeFamily final : public KernelFamily {
                          "the decode family reads fp8 caches in head dims that are multiples of 32"};
     if (c.head_dim.rope > 0)
       return ConfigIssue{"head_dim.rope", std::to_string(c.head_dim.rope),
-                         "the decode family takes rope tensors with a shared K/V cache (tuning.shared_kv: MLA) only"};
+                         "the decode family takes rope tensors with a shared K/V cache (kv_layout.shared_kv: MLA) only"};
     if (!fp8)
       if (auto scaled = scale_issues(c, "the decode family applies quantisation scales to fp8 caches (scaled 16-bit inputs run on the sm80 family)");
           !scaled.empty())
@@ -71,8 +71,7 @@ class DecodeFamily final : public KernelFamily {
   void resolve_tuning(Config& c, const ArchInfo& arch) const override {
     Tuning& t = c.tuning;
     if (!t.max_seqlen_q) t.max_seqlen_q = 1;
-    if (!t.shared_kv) t.shared_kv = false;
-    if (*t.shared_kv) return resolve_latent(c, arch);
+    if (shared_kv(c)) return resolve_latent(c, arch);
     // Packed rows per CTA: 16, 32 or 64 (one to four 16-row warps); more rows take more m blocks.
     if (!t.BM) {
       const int rows = packed_rows(c);
@@ -107,7 +106,7 @@ class DecodeFamily final : public KernelFamily {
     rules::not_for_family(t.swizzle, "swizzle", kName, issues);
     if (*t.max_seqlen_q < 1 || *t.max_seqlen_q > 64)
       bad("max_seqlen_q", *t.max_seqlen_q, "the decode family takes 1 to 64 query tokens per sequence");
-    if (*t.shared_kv) return check_latent(c, arch, issues);
+    if (shared_kv(c)) return check_latent(c, arch, issues);
     const int bm = *t.BM, warps = *t.num_warps, bn = *t.BN;
     if (bm != 16 && bm != 32 && bm != 64) bad("BM", bm, "must be 16, 32 or 64 (one to four 16-row warps)");
     if (warps != 4 && warps != 8) bad("num_warps", warps, "must be 4 or 8");
@@ -129,7 +128,7 @@ class DecodeFamily final : public KernelFamily {
   KernelSource emit(const Config& c, const ArchInfo& arch) const override {
     const Tuning& t = c.tuning;
     const int threads = *t.num_warps * 32;
-    const bool latent = *t.shared_kv;
+    const bool latent = shared_kv(c);
     KernelSource s = source_skeleton(c, arch, kName, threads, smem_bytes(c));
     const std::string symbol = s.launch.entry;  // the operation's: its passes take suffixes
     s.launch.entry = symbol + "_split";
@@ -154,7 +153,7 @@ class DecodeFamily final : public KernelFamily {
   // Shared K/V (MLA): one 16-bit latent tile per key row, nope then rope columns, with V the
   // first head_dim.v nope columns.
   static std::optional<ConfigIssue> latent_unsupported(const Config& c) {
-    const char* why = "with tuning.shared_kv (V read from K's columns: MLA's latent cache)";
+    const char* why = "with kv_layout.shared_kv (V read from K's columns: MLA's latent cache)";
     if (c.dtype.qkv != DType::bf16 && c.dtype.qkv != DType::fp16)
       return ConfigIssue{"dtype.qkv", std::string("\"") + to_string(c.dtype.qkv) + "\"",
                          std::string("the decode family reads bf16 or fp16 latent caches ") + why};

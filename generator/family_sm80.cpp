@@ -87,7 +87,6 @@ class Sm80Family final : public KernelFamily {
     };
     rules::not_for_family(t.consumer_warpgroups, "consumer_warpgroups", kName, issues);
     rules::not_for_family(t.pair_cta, "pair_cta", kName, issues);
-    rules::not_for_family(t.shared_kv, "shared_kv", kName, issues);
     rules::not_for_family(t.num_qk_stages, "num_qk_stages", kName, issues);
     rules::not_for_family(t.num_pv_stages, "num_pv_stages", kName, issues);
     rules::not_for_family(t.splitk_partitions, "splitk_partitions", kName, issues);

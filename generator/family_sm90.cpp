@@ -172,7 +172,6 @@ class Sm90Family final : public KernelFamily {
     if (!t.num_qk_stages) t.num_qk_stages = 1;
     if (!t.num_pv_stages) t.num_pv_stages = 1;
     if (!t.splitk_partitions) t.splitk_partitions = 1;
-    if (!t.shared_kv) t.shared_kv = false;
   }
 
   void check_tuning(const Config& c, const ArchInfo& arch,
@@ -196,7 +195,6 @@ class Sm90Family final : public KernelFamily {
     rules::only_value(t.num_qk_stages, 1, "num_qk_stages", kName, issues);
     rules::only_value(t.num_pv_stages, 1, "num_pv_stages", kName, issues);
     rules::only_value(t.splitk_partitions, 1, "splitk_partitions", kName, issues);
-    rules::only_value(t.shared_kv, false, "shared_kv", kName, issues);
     if (*t.pair_cta && is_float8(c.dtype.qkv))
       issues.push_back({"tuning.pair_cta", "true", "the sm90 family's fp8 kernels run single CTAs"});
     if (*t.pair_cta && *t.scheduler == Scheduler::dynamic)

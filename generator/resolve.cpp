@@ -88,7 +88,7 @@ constexpr int kDecodeMaxTokens = 16;
 // The family a config runs on: the one it names, or the fastest that implements it.
 Family choose_family(const Config& c, const ArchInfo& arch) {
   if (c.tuning.family && *c.tuning.family != Family::automatic) return *c.tuning.family;
-  if (c.tuning.shared_kv.value_or(false)) return Family::decode;  // the only family with shared K/V
+  if (c.kv_layout.shared_kv) return Family::decode;  // the only family with shared K/V
   const auto& max_q = c.tuning.max_seqlen_q;
   if (max_q && *max_q <= kDecodeMaxTokens && !family_decode().unsupported(c, arch)) return Family::decode;
   if (arch.has_wgmma() && !family_sm90().unsupported(c, arch)) return Family::sm90;
@@ -142,6 +142,11 @@ std::vector<ConfigIssue> check_config(const Config& c) {
                       "the sm100 (tcgen05) family is not available yet; use sm80 or auto"});
     return issues;
   }
+  if (c.kv_layout.shared_kv && f != Family::decode) {
+    issues.push_back({"kv_layout.shared_kv", "true", std::string("the ") + to_string(f) +
+                      " family reads separate K and V; shared K/V latent caches run on the decode family (auto picks it)"});
+    return issues;
+  }
   const KernelFamily& fam = family(f);
   if (auto why = fam.unsupported(c, arch)) {
     issues.push_back(*why);
@@ -187,7 +192,7 @@ std::string readable_name(const Config& r) {
   const Tuning& t = r.tuning;
   if (t.family) add("_", to_string(*t.family));
   if (t.max_seqlen_q) add("_q", num(*t.max_seqlen_q));
-  if (t.shared_kv.value_or(false)) add("_latent", "");
+  if (r.kv_layout.shared_kv) add("_latent", "");
   if (t.BM && t.BN) {
     add("_bm", num(*t.BM));
     add("_bn", num(*t.BN));

@@ -368,7 +368,7 @@ void DeviceProblem::upload_inputs(uint64_t seed) {
   share_v();
 }
 
-bool DeviceProblem::shared_kv() const { return config_.tuning.shared_kv.value_or(false); }
+bool DeviceProblem::shared_kv() const { return config_.kv_layout.shared_kv; }
 
 // A shared K/V cache's V: the first head_dim.v columns of each K row (host copy; the kernels
 // read them from k).
@@ -381,7 +381,7 @@ void DeviceProblem::share_v() {
 
 std::vector<float> DeviceProblem::set_input(char which, const std::vector<float>& values) {
   if (which == 'v' && shared_kv())
-    throw ArgumentError("input v: the config has tuning.shared_kv = true, so V is the first head_dim.v columns of k");
+    throw ArgumentError("input v: the config has kv_layout.shared_kv = true, so V is the first head_dim.v columns of k");
   std::vector<float> used = set_split_input(which, values);
   if (which == 'k') share_v();
   return used;
@@ -500,7 +500,6 @@ void ProblemShape::apply_to(AttentionArgs& a) const {
 
 AttentionArgs DeviceProblem::reference_args() const {
   AttentionArgs a = args();
-  if (shared_kv()) a.v = a.k;  // the reference reads V's columns through k's strides
   a.o = tensor(o_ref_, true, config_.head_dim.v);
   a.lse = reinterpret_cast<float*>(lse_ref_);
   a.num_splits = 0;  // the reference does not split
@@ -721,7 +720,7 @@ double attention_bytes(const Config& c, const ProblemShape& shape) {
   }
   const double in = dtype_bytes(c.dtype.qkv), out = dtype_bytes(c.dtype.out);
   // A shared K/V cache's V is part of its K rows: each key row is read once.
-  const double per_key = c.head_dim.qk + (c.tuning.shared_kv.value_or(false) ? 0 : c.head_dim.v);
+  const double per_key = c.head_dim.qk + (c.kv_layout.shared_kv ? 0 : c.head_dim.v);
   return in * (rows_q * shape.heads_q * c.head_dim.qk + keys * shape.heads_k * per_key) +
          out * rows_q * shape.heads_q * c.head_dim.v;
 }

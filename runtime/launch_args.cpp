@@ -93,13 +93,13 @@ AttentionParams common_params(const Config& c, const LaunchInfo& launch, const A
   check_tensor("q", a.q, qkv, ragged, false, a.seqlen_q);
   check_tensor("k", a.k, qkv, ragged, paged, a.seqlen_k);
   // A shared K/V cache (MLA's latent cache) reads V from the first head_dim.v columns of K.
-  const bool shared_kv = c.tuning.shared_kv.value_or(false);
+  const bool shared_kv = c.kv_layout.shared_kv;
   if (!shared_kv)
     check_tensor("v", a.v, qkv, ragged, paged, a.seqlen_k);
   else if (a.v.data && (a.v.data != a.k.data || a.v.batch_stride != a.k.batch_stride ||
                         a.v.row_stride != a.k.row_stride || a.v.head_stride != a.k.head_stride))
-    fail("args.v is set but the config has tuning.shared_kv = true: V is read from the first head_dim.v columns of "
-         "args.k; leave args.v unset");
+    fail("args.v is set but the config has kv_layout.shared_kv = true: V is read from the first head_dim.v columns "
+         "of args.k; leave args.v unset");
   check_tensor("o", a.o, c.dtype.out, ragged, false, a.seqlen_q);
   if (c.head_dim.rope > 0) {
     check_tensor("q_rope", a.q_rope, rope, ragged, false, a.seqlen_q);

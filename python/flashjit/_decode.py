@@ -173,7 +173,11 @@ def _out_dtype(dtype):
     return dtype if dtype in _DTYPE_NAMES else torch.bfloat16
 
 
-def _problem(lay: _Layout, dtype, out_dtype, mask: str, return_lse: bool, scales=_NO_SCALES, rope_dim=0) -> dict:
+def _problem(lay: _Layout, dtype, out_dtype, mask: str, return_lse: bool, scales=_NO_SCALES, rope_dim=0,
+             shared_kv=False) -> dict:
+    kv_layout = {"paged": lay.paged, "page_size": lay.page_size}
+    if shared_kv:
+        kv_layout["shared_kv"] = True
     return {
         "dtype": {"qkv": _INPUT_NAMES[dtype], "out": _DTYPE_NAMES[out_dtype], "scale": scales[1]},
         "scales": scales[0],
@@ -181,7 +185,7 @@ def _problem(lay: _Layout, dtype, out_dtype, mask: str, return_lse: bool, scales
         "group": lay.heads_q // lay.heads_k,
         "mask": mask,
         "varlen": lay.varlen,
-        "kv_layout": {"paged": lay.paged, "page_size": lay.page_size},
+        "kv_layout": kv_layout,
         "outputs": {"lse": bool(return_lse)},
     }
 
@@ -232,13 +236,11 @@ def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale
         plan.o_dtype = out.dtype
     plan.lse_shape = lay.lse_shape if return_lse else None
     scales = _scales(lay, q_scale, k_scale, v_scale, q.device)
-    problem = _problem(lay, q.dtype, plan.o_dtype, mask, return_lse, scales, rope_dim)
+    problem = _problem(lay, q.dtype, plan.o_dtype, mask, return_lse, scales, rope_dim, shared_kv)
     pinned = _pinned(config_key)
     config = _merged(problem, pinned, _device_arch(q.device) if pinned is not None else "native")
     tuning = dict(config.to_dict().get("tuning") or {})
     tuning.setdefault("family", "decode")
-    if shared_kv:
-        tuning["shared_kv"] = True
     tuning.setdefault("max_seqlen_q", _tokens_bound(max(1, lay.seqlen_q)))
     config = Config({**config.to_dict(), "tuning": tuning})
     kernel = _core.load_kernel(config, max(1, lay.seqlen_k), plan.index)
@@ -479,7 +481,7 @@ def mla_decode(
 ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Attention of a decode step against a shared K/V latent cache (MLA, absorbed form): the
     keys are ``[kv_cache | k_rope_cache]`` rows and the values the first ``head_dim_v`` columns
-    of ``kv_cache``, read once for both products (the config's ``tuning.shared_kv``).
+    of ``kv_cache``, read once for both products (the config's ``kv_layout.shared_kv``).
 
     Args:
         q, q_rope: the step's queries, nope and rope columns: ``[batch, seqlen_q, heads_q, d]``

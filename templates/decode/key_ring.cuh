@@ -92,6 +92,20 @@ struct KeyRing {
     }
   }
 
+  // Where packed row (tok, head) writes: its O row (one split: column 0), its slot of this split
+  // in the workspace (several: partial_o[slot * dv], partial_lse[slot]), and its LSE.
+  __device__ __forceinline__ typename T::OutElement* o_row(int tok, int head) const {
+    return static_cast<typename T::OutElement*>(const_cast<void*>(p.o.ptr)) +
+           SeqInfo::offset<T::kVarlen>(p.o, b, seq.q_start, tok, head);
+  }
+  __device__ __forceinline__ i64 partial_slot(int tok, int head) const {
+    const i64 row = T::kVarlen ? i64(seq.q_start + tok) : i64(b) * p.seqlen_q + tok;
+    return (i64(split) * p.rows_q + row) * p.heads_q + head;
+  }
+  __device__ __forceinline__ void write_lse(int tok, int head, float lse) const {
+    if (T::kWriteLse && p.lse != nullptr) p.lse[lse_offset<T::kVarlen>(p, b, head, seq.q_start, tok)] = lse;
+  }
+
   // The CTA's place: rows, keys and split from the grid, the mask, the key tiles it takes. False
   // when the (batch, KV head) has fewer rows than this m block starts at.
   __device__ __forceinline__ bool begin() {

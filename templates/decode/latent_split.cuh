@@ -1,4 +1,4 @@
-// The decode family's split pass for a shared K/V cache (tuning.shared_kv): MLA's latent cache,
+// The decode family's split pass for a shared K/V cache (kv_layout.shared_kv): MLA's latent cache,
 // one KV head whose rows are [nope | rope] and whose V is the first dv nope columns of the same
 // rows. A key tile is loaded once into one shared-memory tile and feeds both GEMMs. mma.sync,
 // every GPU from Ampere on; 16-bit caches.
@@ -35,7 +35,7 @@ struct LatentSplit : KeyRing<LatentSplit<T>, T> {
   using Base::b, Base::hk, Base::m0, Base::rows, Base::seq, Base::mask, Base::tid, Base::warp, Base::lane,
       Base::wm, Base::wn, Base::g, Base::t, Base::n_begin, Base::n_end, Base::n_unmasked_lo, Base::n_unmasked_hi,
       Base::p, Base::smem, Base::smem_base, Base::token_of, Base::head_of, Base::bad_page_flag, Base::row_slot,
-      Base::kThreads, Base::split;
+      Base::kThreads;
   using E = typename T::Element;
   using OE = typename T::OutElement;
   static constexpr int kBM = T::kBlockM, kBN = T::kBlockN, kWarps = T::kNumWarps;
@@ -239,17 +239,15 @@ struct LatentSplit : KeyRing<LatentSplit<T>, T> {
       const int tok = token_of(packed), head = head_of(packed);
       const int col0 = wn * kVCols + 2 * t;
       if (p.num_splits == 1) {
-        OE* dst = static_cast<OE*>(const_cast<void*>(p.o.ptr)) + SeqInfo::offset<T::kVarlen>(p.o, b, seq.q_start, tok, head) + col0;
+        OE* dst = this->o_row(tok, head) + col0;
 #pragma unroll
         for (int d = 0; d < kDT; ++d) {
           const float o0 = bad ? nan : acc_o[0][d][2 * h] * inv, o1 = bad ? nan : acc_o[0][d][2 * h + 1] * inv;
           *reinterpret_cast<u32*>(dst + 8 * d) = pack2<OE>(o0, o1);
         }
-        if (T::kWriteLse && p.lse != nullptr && wn == 0 && t == 0)
-          p.lse[lse_offset<T::kVarlen>(p, b, head, seq.q_start, tok)] = lse;
+        if (wn == 0 && t == 0) this->write_lse(tok, head, lse);
       } else {
-        const i64 row = T::kVarlen ? i64(seq.q_start + tok) : i64(b) * p.seqlen_q + tok;
-        const i64 slot = (i64(split) * p.rows_q + row) * p.heads_q + head;
+        const i64 slot = this->partial_slot(tok, head);
         float* dst = p.partial_o + slot * kDV + col0;
 #pragma unroll
         for (int d = 0; d < kDT; ++d) {

@@ -55,7 +55,7 @@ __device__ __forceinline__ void gather_tile(u32 smem, const RowPtr& row_ptr, con
 template <class T>
 struct SplitKv : KeyRing<SplitKv<T>, T> {
   using Base = KeyRing<SplitKv<T>, T>;
-  using Base::b, Base::hk, Base::split, Base::m0, Base::rows, Base::seq, Base::kv, Base::mask, Base::tid,
+  using Base::b, Base::hk, Base::m0, Base::rows, Base::seq, Base::kv, Base::mask, Base::tid,
       Base::warp, Base::lane, Base::wm, Base::wn, Base::g, Base::t, Base::n_begin, Base::n_end, Base::n_unmasked_lo,
       Base::n_unmasked_hi, Base::p, Base::smem, Base::smem_base, Base::token_of, Base::head_of, Base::bad_page_flag,
       Base::row_slot, Base::kThreads, Base::kRowsPerThread;
@@ -284,15 +284,12 @@ struct SplitKv : KeyRing<SplitKv<T>, T> {
       for (int e = 0; e < 8; ++e) o[e] = bad ? nan : o[e] * inv;
       const int tok = token_of(packed), head = head_of(packed);
       if (p.num_splits == 1) {
-        OE* dst = static_cast<OE*>(const_cast<void*>(p.o.ptr)) +
-                  SeqInfo::offset<T::kVarlen>(p.o, b, seq.q_start, tok, head) + 8 * c;
+        OE* dst = this->o_row(tok, head) + 8 * c;
         *reinterpret_cast<uint4*>(dst) = make_uint4(pack2<OE>(o[0], o[1]), pack2<OE>(o[2], o[3]),
                                                     pack2<OE>(o[4], o[5]), pack2<OE>(o[6], o[7]));
-        if (T::kWriteLse && p.lse != nullptr && c == 0)
-          p.lse[lse_offset<T::kVarlen>(p, b, head, seq.q_start, tok)] = lse;
+        if (c == 0) this->write_lse(tok, head, lse);
       } else {
-        const i64 row = T::kVarlen ? i64(seq.q_start + tok) : i64(b) * p.seqlen_q + tok;
-        const i64 slot = (i64(split) * p.rows_q + row) * p.heads_q + head;
+        const i64 slot = this->partial_slot(tok, head);
         float4* dst = reinterpret_cast<float4*>(p.partial_o + slot * kDV + 8 * c);
         dst[0] = make_float4(o[0], o[1], o[2], o[3]);
         dst[1] = make_float4(o[4], o[5], o[6], o[7]);

@@ -136,7 +136,7 @@ TEST(CliConfig, SchemaCoversEveryField) {
         EXPECT_TRUE(props[it.key()]["properties"].contains(sub.key())) << it.key() << "." << sub.key();
   }
   for (const char* t : {"family", "BM", "BN", "num_kv_stages", "num_qk_stages", "num_pv_stages", "swizzle", "pair_cta",
-                        "shared_kv", "splitk_partitions", "scheduler", "consumer_warpgroups", "num_warps",
+                        "splitk_partitions", "scheduler", "consumer_warpgroups", "num_warps",
                         "seqlen_hint"}) {
     ASSERT_TRUE(props["tuning"]["properties"].contains(t)) << t;
     EXPECT_TRUE(props["tuning"]["properties"][t].contains("description")) << t;

@@ -63,7 +63,7 @@ TEST(Config, RoundTripsThroughJson) {
 TEST(Config, EqualityAndHashFollowTheCanonicalForm) {
   json full = base();
   full["tuning"] = json::parse(R"({"family": "sm90", "BM": 128, "BN": 128, "num_kv_stages": 2,
-      "num_qk_stages": 1, "num_pv_stages": 1, "swizzle": 128, "pair_cta": false, "shared_kv": false,
+      "num_qk_stages": 1, "num_pv_stages": 1, "swizzle": 128, "pair_cta": false,
       "splitk_partitions": 1, "scheduler": "dynamic", "consumer_warpgroups": 2, "seqlen_hint": 512})");
   const Config c = parse_config(full);
   EXPECT_TRUE(c == parse_config(to_json(c)));

@@ -1,6 +1,7 @@
 // The decode family on the CPU: when "auto" picks it, the tiles it resolves to, the rules it
 // enforces, how launches are planned (row blocks, split counts, the combine pass, the
 // workspace) and which arguments are refused, and that its kernels compile without spills.
+#include "config_issues.hpp"
 #include "generator/config.hpp"
 #include "generator/generate.hpp"
 #include "generator/resolve.hpp"
@@ -23,12 +24,6 @@ Config decode_config(int group, int tokens, int d = 128) {
   c.group = group;
   c.tuning.max_seqlen_q = tokens;
   return c;
-}
-
-std::set<std::string> issue_paths(const Config& c) {
-  std::set<std::string> paths;
-  for (const auto& i : check_config(c)) paths.insert(i.path);
-  return paths;
 }
 
 TEST(DecodeFamily, AutoPicksDecodeForFewQueryTokens) {

@@ -1,6 +1,7 @@
-// Shared K/V decode (tuning.shared_kv: MLA's latent cache) on the CPU: "auto" picks the decode
+// Shared K/V decode (kv_layout.shared_kv: MLA's latent cache) on the CPU: "auto" picks the decode
 // family for it, the tiles it resolves to and their shared memory, the rules that name the
 // field they break, the V argument it refuses, and that its kernels compile without spills.
+#include "config_issues.hpp"
 #include "decode/latent_regions.cuh"
 #include "generator/config.hpp"
 #include "generator/generate.hpp"
@@ -22,17 +23,10 @@ Config mla(int heads, int tokens, const char* arch = "sm_90a") {
   c.arch = arch;
   c.head_dim = {576, 512, 64};
   c.group = heads;
-  c.kv_layout = {true, 64};
+  c.kv_layout = {true, 64, true};
   c.lse = true;
-  c.tuning.shared_kv = true;
   c.tuning.max_seqlen_q = tokens;
   return c;
-}
-
-std::set<std::string> issue_paths(const Config& c) {
-  std::set<std::string> paths;
-  for (const auto& i : check_config(c)) paths.insert(i.path);
-  return paths;
 }
 
 TEST(LatentDecode, AutoPicksDecodeEvenWithoutATokenBound) {
@@ -96,9 +90,9 @@ TEST(LatentDecode, RulesNameTheField) {
   for (Family f : {Family::sm90, Family::sm80}) {
     c = mla(16, 1);
     c.head_dim = {128, 128, 0};
-    c.kv_layout = {};
+    c.kv_layout = {false, 0, true};
     c.tuning.family = f;
-    EXPECT_TRUE(issue_paths(c).count("tuning.shared_kv")) << to_string(f);
+    EXPECT_EQ(issue_paths(c), std::set<std::string>{"kv_layout.shared_kv"}) << to_string(f);
   }
 }
 
@@ -131,7 +125,7 @@ TEST(LatentDecode, VIsReadFromK) {
     host.plan(r, src.launch, with_v, device);
     ADD_FAILURE() << "a separate V tensor was accepted";
   } catch (const ArgumentError& e) {
-    EXPECT_NE(std::string(e.what()).find("args.v is set but the config has tuning.shared_kv = true"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("args.v is set but the config has kv_layout.shared_kv = true"), std::string::npos)
         << e.what();
   }
   with_v.v = a.k;  // the same tensor is not a second one
@@ -150,7 +144,7 @@ TEST(LatentDecode, DefaultTilesCompileWithoutSpills) {
                         Case{64, 1, 1, 0, Mask::sliding_window, false, "sm_90a"},
                         Case{32, 4, 0, 64, Mask::causal, true, "sm_80"}, Case{128, 1, 16, 64, Mask::none, false, "sm_100a"}}) {
     Config c = mla(k.heads, k.tokens, k.arch);
-    if (!k.page) c.kv_layout = {};
+    if (!k.page) c.kv_layout = {false, 0, true};
     else c.kv_layout.page_size = k.page;
     c.head_dim.rope = k.rope;
     c.mask = k.mask;

@@ -1,5 +1,6 @@
 // Per-arch heuristics: family choice, tuning defaults within the budgets, pinned fields kept,
 // tuning rules enforced, determinism.
+#include "config_issues.hpp"
 #include "generator/config.hpp"
 #include "generator/family.hpp"
 #include "generator/resolve.hpp"
@@ -18,13 +19,6 @@ Config make(const char* arch, int d, Mask mask = Mask::none) {
   c.head_dim = {d, d, 0};
   c.mask = mask;
   return c;
-}
-
-// The JSON paths of the rules `c` breaks.
-std::set<std::string> issue_paths(const Config& c) {
-  std::set<std::string> paths;
-  for (const auto& i : check_config(c)) paths.insert(i.path);
-  return paths;
 }
 
 TEST(Resolve, Sm90aPicksTheSm90Family) {

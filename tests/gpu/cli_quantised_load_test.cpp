@@ -119,7 +119,7 @@ TEST(CliQuantisedLoad, LatentConfigsLoadKAndRefuseV) {
   FLASHJIT_REQUIRE_GPU();
   Scratch s;
   s.write("mla.json", R"({"schema": "flashjit.attention.v1", "dtype": {"qkv": "bf16", "out": "bf16"},
-    "head_dim": {"qk": 576, "v": 512, "rope": 64}, "group": 16, "tuning": {"shared_kv": true}})");
+    "head_dim": {"qk": 576, "v": 512, "rope": 64}, "group": 16, "kv_layout": {"shared_kv": true}})");
   constexpr int kKeys = 300;
   save_floats((s / "k.npy").string(), {1, kKeys, 1, 576}, values(size_t(kKeys) * 576, 0.3f));
   std::vector<std::string> args = {"run", (s / "mla.json").string(), "--arch", "native", "--batch", "1",
@@ -133,7 +133,7 @@ TEST(CliQuantisedLoad, LatentConfigsLoadKAndRefuseV) {
   args.insert(args.end(), {"--load-v", (s / "k.npy").string()});
   const Outcome refused = cli::test::run_binary(args, env, s.path());
   EXPECT_EQ(refused.code, 2);
-  EXPECT_TRUE(contains(refused.err, "tuning.shared_kv = true, so V is the first head_dim.v columns of K")) << refused.err;
+  EXPECT_TRUE(contains(refused.err, "kv_layout.shared_kv = true, so V is the first head_dim.v columns of K")) << refused.err;
 }
 
 }  // namespace

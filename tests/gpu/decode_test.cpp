@@ -142,21 +142,25 @@ const std::vector<DecodeCase>& decode_cases() {
   return cases;
 }
 
+// `config`'s kernel against the reference on each shape, one [check] line each.
+void expect_matches_reference(const char* label, const Config& config, const std::vector<ProblemShape>& shapes) {
+  auto kernel = get_kernel(config);
+  uint64_t seed = run_seed();
+  for (const ProblemShape& shape : shapes) {
+    DeviceProblem problem(config, shape, ++seed);
+    const CheckResult r = check_against_reference(*kernel, config, problem);
+    std::printf("[check] %-44s %-56s rel=%.3e lse=%.2e nonfinite=%zu %s\n", label, shape.describe().c_str(),
+                r.rel_error, r.lse_max_error, r.nonfinite, r.passed ? "ok" : "FAIL");
+    EXPECT_TRUE(r.passed) << kernel->name() << " on " << shape.describe() << ": " << r.summary();
+  }
+}
+
 class DecodeMatrix : public ::testing::TestWithParam<DecodeCase> {};
 
 TEST_P(DecodeMatrix, MatchesReference) {
   FLASHJIT_REQUIRE_GPU();
   const DecodeCase& k = GetParam();
-  const Config config = decode_config(k);
-  auto kernel = get_kernel(config);
-  uint64_t seed = run_seed();
-  for (const ProblemShape& shape : decode_shapes(k)) {
-    DeviceProblem problem(config, shape, ++seed);
-    const CheckResult r = check_against_reference(*kernel, config, problem);
-    std::printf("[check] %-44s %-56s rel=%.3e lse=%.2e nonfinite=%zu %s\n", k.label, shape.describe().c_str(),
-                r.rel_error, r.lse_max_error, r.nonfinite, r.passed ? "ok" : "FAIL");
-    EXPECT_TRUE(r.passed) << kernel->name() << " on " << shape.describe() << ": " << r.summary();
-  }
+  expect_matches_reference(k.label, decode_config(k), decode_shapes(k));
 }
 
 INSTANTIATE_TEST_SUITE_P(Decode, DecodeMatrix, ::testing::ValuesIn(decode_cases()),
@@ -176,10 +180,15 @@ struct LatentCase {
 };
 void PrintTo(const LatentCase& c, std::ostream* os) { *os << c.label; }
 
+// The decode step a latent case runs: its dtype, group, tokens, cache and splits.
+DecodeCase step_of(const LatentCase& k) {
+  return {k.label, k.dtype, k.qk, k.group, k.tokens, k.page, k.mask, k.varlen, k.splits};
+}
+
 Config latent_config(const LatentCase& k) {
-  Config c = decode_config({k.label, k.dtype, 64, k.group, k.tokens, k.page, k.mask, k.varlen, k.splits});
+  Config c = decode_config(step_of(k));
   c.head_dim = {k.qk, k.v, k.rope};
-  c.tuning.shared_kv = true;
+  c.kv_layout.shared_kv = true;
   if (k.bm) c.tuning.BM = k.bm;
   if (k.warps) c.tuning.num_warps = k.warps;
   if (k.bn) c.tuning.BN = k.bn;
@@ -213,17 +222,7 @@ class LatentMatrix : public ::testing::TestWithParam<LatentCase> {};
 TEST_P(LatentMatrix, MatchesReference) {
   FLASHJIT_REQUIRE_GPU();
   const LatentCase& k = GetParam();
-  const Config config = latent_config(k);
-  auto kernel = get_kernel(config);
-  uint64_t seed = run_seed();
-  const DecodeCase shapes_of{k.label, k.dtype, k.qk, k.group, k.tokens, k.page, k.mask, k.varlen, k.splits};
-  for (const ProblemShape& shape : decode_shapes(shapes_of, k.heads_k)) {
-    DeviceProblem problem(config, shape, ++seed);
-    const CheckResult r = check_against_reference(*kernel, config, problem);
-    std::printf("[check] %-44s %-56s rel=%.3e lse=%.2e nonfinite=%zu %s\n", k.label, shape.describe().c_str(),
-                r.rel_error, r.lse_max_error, r.nonfinite, r.passed ? "ok" : "FAIL");
-    EXPECT_TRUE(r.passed) << kernel->name() << " on " << shape.describe() << ": " << r.summary();
-  }
+  expect_matches_reference(k.label, latent_config(k), decode_shapes(step_of(k), k.heads_k));
 }
 
 INSTANTIATE_TEST_SUITE_P(Latent, LatentMatrix, ::testing::ValuesIn(latent_cases()),
