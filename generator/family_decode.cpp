@@ -6,7 +6,9 @@
 // unless tuning.splitk_partitions names one. fp8 caches (e4m3, e5m2) keep K/V in fp8 through
 // shared memory and widen them in registers (templates/decode/kv_operands.cuh), on every target.
 // A shared K/V cache (kv_layout.shared_kv, MLA's latent cache: V is the first head_dim.v columns
-// of K) takes its own split pass (templates/decode/latent_split.cuh) with the same combine.
+// of K) takes its own split pass with the same combine: mma.sync warps (latent_split.cuh) on every
+// target, or on sm_90a two wgmma warpgroups sharing a 64-row tile (latent_wgmma.cuh,
+// tuning.consumer_warpgroups 2) once the packed rows fill one.
 #include "decode/combine_shape.cuh"
 #include "decode/latent_regions.cuh"
 #include "decode/smem_regions.cuh"
@@ -15,6 +17,7 @@
 #include "generator/family.hpp"
 #include "generator/resolve.hpp"
 #include "generator/tuning_rules.hpp"
+#include "generator/wgmma_emitter.hpp"
 
 #include <algorithm>
 
@@ -34,8 +37,17 @@ int kv_bytes(const Config& c) { return dtype_bytes(c.dtype.qkv); }
 
 bool shared_kv(const Config& c) { return c.kv_layout.shared_kv; }
 
+// A latent split pass of two wgmma warpgroups (tuning.consumer_warpgroups 2).
+bool latent_wgmma(const Config& c) { return shared_kv(c) && c.tuning.consumer_warpgroups.value_or(0) == 2; }
+
+// Exchange slots of a latent pass's partial scores (latent_regions.cuh).
+int exchange_slots(const Config& c) { return latent_wgmma(c) ? 1 : 2; }
+
+// From this many packed rows "auto" gives a latent cache the wgmma pass on sm_90a.
+constexpr int kWgmmaRows = 64;
+
 int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
-  if (shared_kv(c)) return decode::latent_regions({bm, bn, c.head_dim.qk, warps, stages}).total;
+  if (shared_kv(c)) return decode::latent_regions({bm, bn, c.head_dim.qk, warps, stages, exchange_slots(c)}).total;
   return decode::smem_regions({bm, bn, c.head_dim.qk, c.head_dim.v, warps, stages, kv_bytes(c),
                                c.scales.k == ScaleGranularity::per_token})
       .total;
@@ -99,7 +111,6 @@ class DecodeFamily final : public KernelFamily {
     auto bad = [&](const char* f, int v, std::string rule) {
       issues.push_back({std::string("tuning.") + f, std::to_string(v), std::move(rule)});
     };
-    rules::not_for_family(t.consumer_warpgroups, "consumer_warpgroups", kName, issues);
     rules::not_for_family(t.pair_cta, "pair_cta", kName, issues);
     rules::not_for_family(t.num_qk_stages, "num_qk_stages", kName, issues);
     rules::not_for_family(t.num_pv_stages, "num_pv_stages", kName, issues);
@@ -107,6 +118,7 @@ class DecodeFamily final : public KernelFamily {
     if (*t.max_seqlen_q < 1 || *t.max_seqlen_q > 64)
       bad("max_seqlen_q", *t.max_seqlen_q, "the decode family takes 1 to 64 query tokens per sequence");
     if (shared_kv(c)) return check_latent(c, arch, issues);
+    rules::not_for_family(t.consumer_warpgroups, "consumer_warpgroups", kName, issues);
     const int bm = *t.BM, warps = *t.num_warps, bn = *t.BN;
     if (bm != 16 && bm != 32 && bm != 64) bad("BM", bm, "must be 16, 32 or 64 (one to four 16-row warps)");
     if (warps != 4 && warps != 8) bad("num_warps", warps, "must be 4 or 8");
@@ -128,23 +140,29 @@ class DecodeFamily final : public KernelFamily {
   KernelSource emit(const Config& c, const ArchInfo& arch) const override {
     const Tuning& t = c.tuning;
     const int threads = *t.num_warps * 32;
-    const bool latent = shared_kv(c);
+    const bool latent = shared_kv(c), wgmma = latent_wgmma(c);
+    const char* split_header = wgmma ? "decode/latent_wgmma.cuh" : latent ? "decode/latent_split.cuh" : "decode/split_kv.cuh";
+    const char* split_body = wgmma    ? "flashjit::decode::latent_wgmma"
+                             : latent ? "flashjit::decode::latent_split"
+                                      : "flashjit::decode::split_kv";
     KernelSource s = source_skeleton(c, arch, kName, threads, smem_bytes(c));
     const std::string symbol = s.launch.entry;  // the operation's: its passes take suffixes
     s.launch.entry = symbol + "_split";
     s.launch.passes.push_back({"combine", symbol + "_combine", decode::kCombineThreads, 0});
-    s.unit = emit::unit_header(s.name, c) +
-             emit::traits_struct(c, {{"kBlockM", std::to_string(*t.BM)},
-                                     {"kBlockN", std::to_string(*t.BN)},
-                                     {"kNumWarps", std::to_string(*t.num_warps)},
-                                     {"kStages", std::to_string(*t.num_kv_stages)},
-                                     {"kMaxSeqlenQ", std::to_string(*t.max_seqlen_q)},
-                                     {"kThreads", std::to_string(threads)},
-                                     {"kSmemBytes", std::to_string(s.launch.smem_bytes)}}) +
-             (latent ? "#include \"decode/latent_split.cuh\"\n" : "#include \"decode/split_kv.cuh\"\n") +
-             "#include \"decode/combine.cuh\"\n\n" +
-             emit::entry_function(s.launch.entry, threads, 1,
-                                  latent ? "flashjit::decode::latent_split" : "flashjit::decode::split_kv") +
+    emit::Constants constants = {{"kBlockM", std::to_string(*t.BM)},
+                                 {"kBlockN", std::to_string(*t.BN)},
+                                 {"kNumWarps", std::to_string(*t.num_warps)},
+                                 {"kStages", std::to_string(*t.num_kv_stages)},
+                                 {"kMaxSeqlenQ", std::to_string(*t.max_seqlen_q)},
+                                 {"kThreads", std::to_string(threads)},
+                                 {"kSmemBytes", std::to_string(s.launch.smem_bytes)}};
+    if (latent) constants.push_back({"kExchangeSlots", std::to_string(exchange_slots(c))});
+    s.unit = emit::unit_header(s.name, c) + emit::traits_struct(c, constants) +
+             (wgmma ? "#include \"sm90/wgmma.cuh\"\n\n" +
+                          wgmma::specialisations(c.dtype.qkv, {*t.BN, c.head_dim.v / 2})
+                    : std::string()) +
+             "#include \"" + split_header + "\"\n#include \"decode/combine.cuh\"\n\n" +
+             emit::entry_function(s.launch.entry, threads, 1, split_body) +
              emit::entry_function(symbol + "_combine", decode::kCombineThreads, 1, "flashjit::decode::combine");
     return s;
   }
@@ -163,9 +181,12 @@ class DecodeFamily final : public KernelFamily {
     if (c.head_dim.qk % 64)
       return ConfigIssue{"head_dim.qk", std::to_string(c.head_dim.qk),
                          std::string("must be a multiple of 64 ") + why};
-    if (c.head_dim.v % 64 || c.head_dim.v > c.head_dim.nope())
-      return ConfigIssue{"head_dim.v", std::to_string(c.head_dim.v),
-                         "V is the first head_dim.v columns of K's nope part: a multiple of 64 up to head_dim.qk - "
+    // Two or four warps (or two warpgroups) split O's columns in whole 64-column panels; 384
+    // would leave two mma.sync warps 192 columns each, more registers than a warp has.
+    const int v = c.head_dim.v;
+    if ((v != 128 && v != 256 && v != 512) || v > c.head_dim.nope())
+      return ConfigIssue{"head_dim.v", std::to_string(v),
+                         "V is the first head_dim.v columns of K's nope part: 128, 256 or 512, at most head_dim.qk - "
                          "head_dim.rope (" + std::to_string(c.head_dim.nope()) + ")"};
     if (auto scaled = scale_issues(c, std::string("16-bit latent caches take no quantisation scales ") + why);
         !scaled.empty())
@@ -173,15 +194,29 @@ class DecodeFamily final : public KernelFamily {
     return std::nullopt;
   }
 
-  // 16 packed rows a warp row block; four warps split each block's O columns and Q K^T's head
-  // dim; two stages of 32 keys. At 576 columns that is 107 KB for 16 rows, so two CTAs share an
-  // SM (H200, MLA bf16, 16 heads, batch 32-128, 4k-32k keys, sustained: 2632-3346 GB/s against
+  // mma.sync: 16 packed rows a warp row block; four warps split each block's O columns and Q K^T's
+  // head dim; two stages of 32 keys. At 576 columns that is 107 KB for 16 rows, so two CTAs share
+  // an SM (H200, MLA bf16, 16 heads, batch 32-128, 4k-32k keys, sustained: 2632-3346 GB/s against
   // 1948-2385 with four stages, 2407-2899 with three of 16 keys; 2026-12-03).
-  static void resolve_latent(Config& c, const ArchInfo&) {
+  // wgmma (sm_90a, 64 packed rows or more): 64 rows, two warpgroups, two stages of 48 keys: 206 KB
+  // at 576 columns, one CTA an SM (H200, MLA bf16, batch 64 x 16k, sustained: 128 heads 268
+  // TFLOP/s against 231 with three stages of 32 keys, 253 with two, 183-185 with 16 keys; 64
+  // heads 265 against 240; at 32 heads, 32 rows, no faster than mma.sync, 138 against 137;
+  // 2026-12-03).
+  static void resolve_latent(Config& c, const ArchInfo& arch) {
     Tuning& t = c.tuning;
-    if (!t.BM) t.BM = packed_rows(c) <= 16 ? 16 : 32;
-    if (!t.num_warps) t.num_warps = 4 * (*t.BM / 16);
-    if (!t.BN) t.BN = 32;
+    if (!t.consumer_warpgroups) {
+      const bool tile = t.BM.value_or(64) == 64 && t.num_warps.value_or(8) == 8;  // unless others are named
+      t.consumer_warpgroups = arch.has_wgmma() && tile && packed_rows(c) >= kWgmmaRows ? 2 : 0;
+    }
+    const bool wgmma = *t.consumer_warpgroups == 2;
+    if (!t.BM) t.BM = wgmma ? 64 : packed_rows(c) <= 16 ? 16 : 32;
+    if (!t.num_warps) {
+      // mma.sync: four warps a row block where V's columns split into four whole panels, else two.
+      const int warps_n = c.head_dim.v >= 256 ? 4 : 2;
+      t.num_warps = wgmma ? 8 : warps_n * (*t.BM / 16);
+    }
+    if (!t.BN) t.BN = wgmma ? 48 : 32;
     if (!t.num_kv_stages) t.num_kv_stages = 2;
     if (!t.splitk_partitions) t.splitk_partitions = 0;
     if (!t.scheduler) t.scheduler = Scheduler::transient;
@@ -192,7 +227,17 @@ class DecodeFamily final : public KernelFamily {
     auto bad = [&](const char* f, int v, std::string rule) {
       issues.push_back({std::string("tuning.") + f, std::to_string(v), std::move(rule)});
     };
-    const int bm = *t.BM, warps = *t.num_warps, bn = *t.BN;
+    const int bm = *t.BM, warps = *t.num_warps, bn = *t.BN, cwg = *t.consumer_warpgroups;
+    if (cwg != 0 && cwg != 2)
+      bad("consumer_warpgroups", cwg, "must be 0 (mma.sync warps) or 2 (two wgmma warpgroups share a 64-row tile)");
+    else if (cwg == 2 && !arch.has_wgmma())
+      bad("consumer_warpgroups", cwg, "wgmma warpgroups need an sm_90a target (" + arch.name + " has none)");
+    else if (cwg == 2) {
+      if (bm != 64) bad("BM", bm, "must be 64 with two wgmma warpgroups (one 64-row wgmma tile)");
+      if (warps != 8) bad("num_warps", warps, "must be 8 with two wgmma warpgroups");
+      if (bn < 16 || bn > 128 || bn % 16) bad("BN", bn, "must be a multiple of 16 from 16 to 128");
+      return check_ring_and_grid(c, arch, issues);
+    }
     if (bm != 16 && bm != 32 && bm != 64) bad("BM", bm, "must be 16, 32 or 64 (one to four 16-row warp blocks)");
     if (!issues.empty()) return;
     const int blocks = bm / 16, warps_n = warps / blocks;

@@ -15,7 +15,8 @@
 // The derived pass provides kR (its regions: rows_offset, rows_slot_bytes, flag_offset),
 // second_tensor() (the tensor of each row's second offset), row_written(n, r, j) (after row r of
 // tile n is planned), load_q(), load_kv(stage), tile_arrived(i) (tile i and Q are visible) and
-// compute(n, stage, i).
+// compute(n, stage, i); it may provide tile_landed() (this thread's copies of tile i are
+// complete, before the barrier that makes them visible).
 #pragma once
 
 #include "common/kv_policy.cuh"
@@ -52,6 +53,8 @@ struct KeyRing {
 
   __device__ __forceinline__ Derived& self() { return static_cast<Derived&>(*this); }
   __device__ __forceinline__ const Derived& self() const { return static_cast<const Derived&>(*this); }
+
+  __device__ __forceinline__ void tile_landed() const {}
 
   __device__ __forceinline__ int token_of(int packed) const { return packed / kGroup; }
   __device__ __forceinline__ int head_of(int packed) const { return hk * kGroup + packed % kGroup; }
@@ -174,6 +177,7 @@ struct KeyRing {
 #pragma unroll 1
     for (int i = 0; n_begin + i < n_end; ++i) {
       sm80::cp_async_wait<kStages - 2>();
+      self().tile_landed();
       // Tile i is visible to every thread, every warp is done with tile i - 1, whose stage is
       // refilled next, and that stage's row offsets are written.
       __syncthreads();

@@ -6,9 +6,10 @@
 //               rope columns, one tile feeding both GEMMs
 //   rows[stages] each key row's element offsets in K and in the rope tensor (two int64, -1:
 //               zero-fill) for the tile in flight to each ring stage
-//   exchange[2] each warp's partial scores (16 x BN fp32, in fragment order): the warps of a row
-//               block split the head dim of Q K^T and add their parts; two slots, so a tile's
-//               slot is not rewritten before every warp has read it
+//   exchange[n] each warp's partial scores (16 x BN fp32, in fragment order): the warps of a row
+//               block split the head dim of Q K^T and add their parts; the mma.sync pass keeps
+//               two slots, the wgmma pass one (the ring's barrier between two tiles' math
+//               already separates a tile's reads from the next tile's writes)
 //   flag        16 bytes: set when a page-table entry named no page of the cache
 #pragma once
 
@@ -18,6 +19,7 @@ namespace flashjit::decode {
 
 struct LatentShape {
   int block_m, block_n, head_dim_qk, warps, stages;
+  int exchange_slots = 2;
 };
 
 struct LatentRegions {
@@ -37,7 +39,7 @@ FLASHJIT_HOST_DEVICE constexpr LatentRegions latent_regions(LatentShape s) {
   r.rows_slot_bytes = s.block_n * 2 * 8;
   r.exchange_offset = r.rows_offset + s.stages * r.rows_slot_bytes;
   r.exchange_slot_bytes = s.warps * 16 * s.block_n * 4;
-  r.flag_offset = (r.exchange_offset + 2 * r.exchange_slot_bytes + 15) / 16 * 16;
+  r.flag_offset = (r.exchange_offset + s.exchange_slots * r.exchange_slot_bytes + 15) / 16 * 16;
   r.total = r.flag_offset + 16;
   return r;
 }

@@ -3,8 +3,8 @@
 // rows. A key tile is loaded once into one shared-memory tile and feeds both GEMMs. mma.sync,
 // every GPU from Ampere on; 16-bit caches.
 //
-// Rows, keys and the ring of key tiles are key_ring.cuh's, each key row's second offset its
-// rope part's. The O row of MLA is wide (dv 512: 256 fp32 per lane for a warp
+// Rows, keys and the ring of key tiles are key_ring.cuh's, the loads latent_ring.cuh's. The O
+// row of MLA is wide (dv 512: 256 fp32 per lane for a warp
 // owning whole rows), so the kWarpsN warps of a 16-row block split O's columns instead of the
 // keys: warp wn owns columns [wn * dv / kWarpsN, ...). For S = Q K^T each of them takes every
 // kWarpsN-th 16-column k-step of the head dim (its Q fragments stay in registers for the whole
@@ -13,14 +13,10 @@
 // and need no merge at the end. Each warp then multiplies P by its own V columns.
 #pragma once
 
-#include "common/kv_policy.cuh"
 #include "common/mask.cuh"
 #include "common/params.cuh"
-#include "common/seqinfo.cuh"
 #include "common/types.cuh"
-#include "decode/key_ring.cuh"
-#include "decode/latent_regions.cuh"
-#include "sm80/cp_async.cuh"
+#include "decode/latent_ring.cuh"
 #include "sm80/ldmatrix.cuh"
 #include "sm80/mma.cuh"
 #include "sm80/smem_tile.cuh"
@@ -30,42 +26,29 @@
 namespace flashjit::decode {
 
 template <class T>
-struct LatentSplit : KeyRing<LatentSplit<T>, T> {
-  using Base = KeyRing<LatentSplit<T>, T>;
+struct LatentSplit : LatentRing<LatentSplit<T>, T> {
+  using Base = LatentRing<LatentSplit<T>, T>;
   using Base::b, Base::hk, Base::m0, Base::rows, Base::seq, Base::mask, Base::tid, Base::warp, Base::lane,
       Base::wm, Base::wn, Base::g, Base::t, Base::n_begin, Base::n_end, Base::n_unmasked_lo, Base::n_unmasked_hi,
       Base::p, Base::smem, Base::smem_base, Base::token_of, Base::head_of, Base::bad_page_flag, Base::row_slot,
-      Base::kThreads;
-  using E = typename T::Element;
+      Base::kThreads, Base::kBM, Base::kBN, Base::kWarps, Base::kDQK, Base::kDV, Base::kDR, Base::kDN, Base::kR;
+  using typename Base::E, typename Base::QTile, typename Base::KTile;
   using OE = typename T::OutElement;
-  static constexpr int kBM = T::kBlockM, kBN = T::kBlockN, kWarps = T::kNumWarps;
-  static constexpr int kDQK = T::kHeadDimQK, kDV = T::kHeadDimV, kDR = T::kHeadDimRope;
-  static constexpr int kDN = kDQK - kDR, kGroup = T::kGroup, kStages = T::kStages;
+  static constexpr int kGroup = T::kGroup;
   static constexpr int kWarpsM = kBM / 16;
   static constexpr int kWarpsN = kWarps / kWarpsM;     // warps sharing a 16-row block
   static constexpr int kKSteps = kDQK / 16 / kWarpsN;  // Q K^T k-steps of each warp
   static constexpr int kVCols = kDV / kWarpsN;         // O columns of each warp
   static constexpr int kNT = kBN / 8, kPSteps = kBN / 16, kDT = kVCols / 8;
-  static constexpr int kNopeChunks = kDN / 8, kRopeChunks = kDR / 8;
-  using QTile = sm80::SmemTile<kBM, kDQK>;
-  using KTile = sm80::SmemTile<kBN, kDQK>;
   using VPart = sm80::SmemTile<kBN, kVCols>;  // one warp's V columns: whole panels of the KV tile
   using Softmax = sm80::OnlineSoftmax<1, kThreads, false>;
-  static constexpr LatentRegions kR = latent_regions({kBM, kBN, kDQK, kWarps, kStages});
 
-  static_assert(T::kThreads == kThreads, "threads");
-  static_assert(kR.total == T::kSmemBytes, "host and device disagree on the shared-memory size");
-  static_assert(sizeof(E) == 2 && sizeof(OE) == 2 && sizeof(typename T::RopeElement) == 2,
-                "16-bit latent caches");
-  static_assert(T::kQScale == ScaleKind::kNone && T::kKScale == ScaleKind::kNone && T::kVScale == ScaleKind::kNone,
-                "no quantisation scales on 16-bit caches");
   static_assert(kBM % 16 == 0 && kWarps % kWarpsM == 0, "warps cover the row blocks evenly");
   // Whole 64-column panels keep every ldmatrix address a lane constant plus an immediate: a
   // warp's k-steps sit at the same place in every panel, and its V columns are whole panels.
   static_assert(kDQK % 64 == 0 && 4 % kWarpsN == 0, "k-steps of the warps at fixed places in each panel");
   static_assert(kVCols % 64 == 0 && kDV <= kDN, "each warp's V columns are whole panels of the nope part");
-  static_assert(kDR % 8 == 0 && kBN % 16 == 0, "rope chunks; 16-key steps");
-  static_assert(QTile::kBytes == kR.kv_offset && KTile::kBytes == kR.kv_stage_bytes, "tile sizes agree");
+  static_assert(kBN % 16 == 0, "16-key steps");
 
   sm80::LanePart lk, lv;
   u32 qa[kKSteps][4];  // this warp's Q fragments
@@ -78,10 +61,6 @@ struct LatentSplit : KeyRing<LatentSplit<T>, T> {
     return reinterpret_cast<float4*>(smem + kR.exchange_offset + slot * kR.exchange_slot_bytes) + w * kNT * 32;
   }
 
-  // The ring's hooks (key_ring.cuh): each key row's second offset is its rope part's (K's own
-  // rows when the rope columns are part of them).
-  __device__ __forceinline__ const TensorArg& second_tensor() const { return kDR > 0 ? p.k_rope : p.k; }
-  __device__ __forceinline__ void row_written(int, int, int) const {}
   // After the first tile's barrier, Q has arrived: this warp's Q fragments, kept for the launch.
   __device__ __forceinline__ void tile_arrived(int i) {
     if (i == 0) {
@@ -89,52 +68,6 @@ struct LatentSplit : KeyRing<LatentSplit<T>, T> {
 #pragma unroll
       for (int ks = 0; ks < kKSteps; ++ks) sm80::ldmatrix_x4(qa[ks], QTile::ldm(lq, 2 * kWarpsN * ks, 0));
     }
-  }
-
-  // Chunks [first, first + kCount) of every row of a tile from `base` plus each row's offset.
-  template <class Tile, int kRows, int kFirst, int kCount, long long longlong2::*kPart, class Src>
-  __device__ __forceinline__ void copy_chunks(u32 dst, const Src* base, const longlong2* offsets) const {
-    if constexpr (kCount > 0) {
-      constexpr int kTotal = kRows * kCount;
-#pragma unroll 4
-      for (int j = 0; j < ceil_div(kTotal, kThreads); ++j) {
-        const int i = tid + j * kThreads;
-        if (kTotal % kThreads != 0 && i >= kTotal) break;
-        const int r = i / kCount, c = i % kCount;
-        const i64 o = offsets[r].*kPart;
-        sm80::cp_async_16(dst + Tile::offset(r, kFirst + c), o >= 0 ? base + o + c * 8 : base, o >= 0);
-      }
-    }
-  }
-
-  __device__ __forceinline__ void load_kv(int stage) const {
-    const longlong2* rows_of = row_slot(stage);
-    const u32 dst = smem_base + kR.kv_offset + stage * kR.kv_stage_bytes;
-    copy_chunks<KTile, kBN, 0, kNopeChunks, &longlong2::x>(dst, static_cast<const E*>(p.k.ptr), rows_of);
-    copy_chunks<KTile, kBN, kNopeChunks, kRopeChunks, &longlong2::y>(
-        dst, static_cast<const typename T::RopeElement*>(p.k_rope.ptr), rows_of);
-  }
-
-  // Chunks [kFirst, kFirst + kCount) of the CTA's packed query rows (zero past the valid rows)
-  // from tensor `t` into the Q tile; they join the first tiles' commit group.
-  template <int kFirst, int kCount, class Src>
-  __device__ __forceinline__ void load_q_chunks(const TensorArg& t) const {
-    const Src* base = static_cast<const Src*>(t.ptr);
-    const u32 dst = smem_base + kR.q_offset;
-#pragma unroll 1
-    for (int i = tid; i < kBM * kCount; i += kThreads) {
-      const int r = i / kCount, c = i % kCount, packed = m0 + r;
-      const bool ok = packed < rows;
-      const Src* src =
-          ok ? base + SeqInfo::offset<T::kVarlen>(t, b, seq.q_start, token_of(packed), head_of(packed)) + c * 8 : base;
-      sm80::cp_async_16(dst + QTile::offset(r, kFirst + c), src, ok);
-    }
-  }
-
-  // Q's nope columns, then its rope part.
-  __device__ __forceinline__ void load_q() const {
-    load_q_chunks<0, kNopeChunks, E>(p.q);
-    if constexpr (kRopeChunks > 0) load_q_chunks<kNopeChunks, kRopeChunks, typename T::RopeElement>(p.q_rope);
   }
 
   // -inf where key n0 + c is not visible from its row's token (or past the cache end).

@@ -50,10 +50,31 @@ TEST(LatentDecode, TilesAndSharedMemory) {
   EXPECT_EQ(generate(r16).launch.smem_bytes, want);
   EXPECT_EQ(decode::latent_regions({16, 32, 576, 4, 2}).total, want);
   EXPECT_LE(2 * want, 228 * 1024);
+  EXPECT_EQ(*r16.tuning.consumer_warpgroups, 0);  // mma.sync warps below 32 packed rows
+  // 128 heads on sm_90a: two wgmma warpgroups share a 64-row tile; Q 64 x 576, two stages of
+  // 48 x 576, two row-offset slots, one exchange slot of 64 x 48 floats per warpgroup.
   const Config r128 = resolve(mla(128, 1));
-  EXPECT_EQ(*r128.tuning.BM, 32);
+  EXPECT_EQ(*r128.tuning.consumer_warpgroups, 2);
+  EXPECT_EQ(*r128.tuning.BM, 64);
   EXPECT_EQ(*r128.tuning.num_warps, 8);
-  EXPECT_LE(generate(r128).launch.smem_bytes, 227 * 1024);
+  EXPECT_EQ(*r128.tuning.BN, 48);
+  EXPECT_EQ(*r128.tuning.num_kv_stages, 2);
+  const int wgmma_bytes = 64 * 576 * 2 + 2 * 48 * 576 * 2 + 2 * 48 * 16 + 2 * 64 * 48 * 4 + 16;
+  EXPECT_EQ(generate(r128).launch.smem_bytes, wgmma_bytes);
+  EXPECT_LE(wgmma_bytes, 227 * 1024);
+  EXPECT_EQ(readable_name(r128), "fwd_sm90a_bf16_d576v512r64_none_g128_paged64_lse_decode_q1_latent_wgmma_bm64_bn48");
+  EXPECT_EQ(*resolve(mla(64, 1)).tuning.consumer_warpgroups, 2);
+  EXPECT_EQ(*resolve(mla(32, 2)).tuning.consumer_warpgroups, 2);  // 64 packed rows
+  EXPECT_EQ(*resolve(mla(32, 1)).tuning.consumer_warpgroups, 0);
+  // Other targets, and V widths the two warpgroups cannot halve into panels, keep mma.sync.
+  const Config a100 = resolve(mla(128, 1, "sm_80"));
+  EXPECT_EQ(*a100.tuning.consumer_warpgroups, 0);
+  EXPECT_EQ(*a100.tuning.BM, 32);
+  EXPECT_EQ(*resolve(mla(128, 1, "sm_100a")).tuning.consumer_warpgroups, 0);
+  // V 128 (two panels): two mma.sync warps per 16-row block.
+  Config v128 = mla(16, 1);
+  v128.head_dim.v = 128;
+  EXPECT_EQ(*resolve(v128).tuning.num_warps, 2);
   // Five stages of 128 heads' tiles do not fit an SM; an A100's shared memory takes the defaults.
   Config deep = mla(128, 1);
   deep.tuning.num_kv_stages = 5;
@@ -83,6 +104,38 @@ TEST(LatentDecode, RulesNameTheField) {
   c = mla(16, 1);
   c.tuning.num_kv_stages = 6;  // 6 x 36 KB of latent rows
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_kv_stages"});
+  // The wgmma pass: sm_90a only, one 64-row tile of 8 warps.
+  c = mla(128, 1, "sm_80");
+  c.tuning.consumer_warpgroups = 2;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.consumer_warpgroups"});
+  c = mla(128, 1);
+  c.tuning.consumer_warpgroups = 1;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.consumer_warpgroups"});
+  c = mla(128, 1);
+  c.tuning.consumer_warpgroups = 2;
+  c.tuning.BM = 32;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.BM"});
+  c = mla(128, 1);
+  c.tuning.num_warps = 4;
+  c.tuning.consumer_warpgroups = 2;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_warps"});
+  c = mla(16, 1);
+  c.head_dim.v = 192;  // three panels: no even split between warps
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"head_dim.v"});
+  c.head_dim.v = 384;  // two warps of 192 columns: more registers than a warp has
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"head_dim.v"});
+  c = mla(128, 1);
+  c.tuning.BN = 40;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.BN"});
+  c = mla(128, 1);
+  c.tuning.num_kv_stages = 3;  // 64 x 576 of Q and 3 x 54 KB of latent rows
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_kv_stages"});
+  // The split pass of a cache without shared K/V has no warpgroups.
+  c = mla(16, 1);
+  c.head_dim = {128, 128, 0};
+  c.kv_layout.shared_kv = false;
+  c.tuning.consumer_warpgroups = 2;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.consumer_warpgroups"});
   c = mla(16, 1);
   c.scales.k = ScaleGranularity::per_tensor;
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"scales.k"});
@@ -139,14 +192,18 @@ TEST(LatentDecode, DefaultTilesCompileWithoutSpills) {
     Mask mask;
     bool varlen;
     const char* arch;
+    int v = 512;
   };
   for (const Case& k : {Case{16, 1, 64, 64, Mask::none, false, "sm_90a"}, Case{128, 2, 64, 64, Mask::causal, false, "sm_90a"},
+                        Case{32, 1, 16, 64, Mask::none, true, "sm_90a"}, Case{64, 2, 0, 0, Mask::causal, false, "sm_90a"},
+                        Case{16, 2, 64, 64, Mask::causal, false, "sm_90a", 128},
                         Case{64, 1, 1, 0, Mask::sliding_window, false, "sm_90a"},
                         Case{32, 4, 0, 64, Mask::causal, true, "sm_80"}, Case{128, 1, 16, 64, Mask::none, false, "sm_100a"}}) {
     Config c = mla(k.heads, k.tokens, k.arch);
     if (!k.page) c.kv_layout = {false, 0, true};
     else c.kv_layout.page_size = k.page;
     c.head_dim.rope = k.rope;
+    c.head_dim.v = k.v;
     c.mask = k.mask;
     c.varlen = k.varlen;
     const Config r = resolve(c);

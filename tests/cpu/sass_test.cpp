@@ -140,5 +140,22 @@ TEST_F(Sass, Fp8DecodeKernelsGatherFp8AndIssueFp16Hmma) {
   }
 }
 
+// A latent cache with 32 packed rows or more runs on sm_90a's wgmma: Q·Kᵀ at N = BN, P·V at N = dv / 2
+// (each warpgroup's half of O), K/V still gathered with cp.async; no HMMA.
+TEST_F(Sass, LatentWgmmaPassIssuesHgmma) {
+  Config c;
+  c.arch = "sm_90a";
+  c.head_dim = {576, 512, 64};
+  c.group = 128;
+  c.kv_layout = {true, 64, true};
+  const Config r = resolve(c);
+  ASSERT_EQ(*r.tuning.consumer_warpgroups, 2);
+  const std::string sass = disassemble(compile(generate(r)).cubin);
+  EXPECT_GT(count(sass, "HGMMA.64x" + std::to_string(*r.tuning.BN) + "x16.F32.BF16"), 0u) << "Q·Kᵀ";
+  EXPECT_GT(count(sass, "HGMMA.64x256x16.F32.BF16"), 0u) << "P·V";
+  EXPECT_GT(count(sass, "LDGSTS"), 0u);
+  EXPECT_EQ(count(sass, "HMMA."), 0u);
+}
+
 }  // namespace
 }  // namespace flashjit

@@ -177,6 +177,8 @@ struct LatentCase {
   int splits;
   int heads_k = 1;
   int bm = 0, warps = 0, bn = 0;  // 0: the defaults
+  int warpgroups = -1;             // tuning.consumer_warpgroups; -1: the default
+  int stages = 0;
 };
 void PrintTo(const LatentCase& c, std::ostream* os) { *os << c.label; }
 
@@ -192,6 +194,8 @@ Config latent_config(const LatentCase& k) {
   if (k.bm) c.tuning.BM = k.bm;
   if (k.warps) c.tuning.num_warps = k.warps;
   if (k.bn) c.tuning.BN = k.bn;
+  if (k.warpgroups >= 0) c.tuning.consumer_warpgroups = k.warpgroups;
+  if (k.stages) c.tuning.num_kv_stages = k.stages;
   return c;
 }
 
@@ -213,6 +217,20 @@ const std::vector<LatentCase>& latent_cases() {
       {"mla_bf16_g128_q1_page64_bm16", DType::bf16, 576, 512, 64, 128, 1, 64, Mask::none, false, 0, 1, 16},
       {"mla_bf16_g16_q2_page64_causal_bm32_w4", DType::bf16, 576, 512, 64, 16, 2, 64, Mask::causal, false, 0, 1, 32, 4},
       {"mla_bf16_g16_q1_page64_bn64", DType::bf16, 576, 512, 64, 16, 1, 64, Mask::none, false, 0, 1, 0, 0, 64},
+      // From 64 packed rows on, sm_90a takes the wgmma pass by default (the cases above with
+      // 64 or more rows run it there); these cover its other shapes, and the mma.sync pass
+      // where wgmma would be the default.
+      {"mla_wgmma_bf16_g128_q2_page64_causal", DType::bf16, 576, 512, 64, 128, 2, 64, Mask::causal, false, 0},
+      {"mla_wgmma_fp16_g128_q1_page1_one_split", DType::fp16, 576, 512, 64, 128, 1, 1, Mask::none, false, 1},
+      {"mla_wgmma_one_buffer_bf16_g64_q1_page16", DType::bf16, 576, 512, 0, 64, 1, 16, Mask::none, false, 0},
+      {"latent_wgmma_v256_bf16_g64_q1_page64", DType::bf16, 576, 256, 64, 64, 1, 64, Mask::none, false, 0, 2},
+      {"mla_wgmma_fp16_g32_q1_page16_seven_splits", DType::fp16, 576, 512, 64, 32, 1, 16, Mask::none, false, 7, 1, 0, 0,
+       0, 2},
+      {"mla_wgmma_bf16_g32_q2_page64_causal_bn16_four_stages", DType::bf16, 576, 512, 64, 32, 2, 64, Mask::causal,
+       false, 0, 1, 0, 0, 16, -1, 4},
+      {"mla_wgmma_bf16_g128_q1_page64_bn32_three_stages", DType::bf16, 576, 512, 64, 128, 1, 64, Mask::none, false, 3, 1,
+       0, 0, 32, -1, 3},
+      {"mla_mma_sync_bf16_g128_q1_page64", DType::bf16, 576, 512, 64, 128, 1, 64, Mask::none, false, 0, 1, 0, 0, 0, 0},
   };
   return cases;
 }

@@ -1,0 +1,97 @@
+// What the two split passes of a shared K/V (latent) cache share, as a CRTP layer over the key
+// ring (key_ring.cuh): the regions (latent_regions.cuh), and the loads. A key tile is one
+// 16-bit shared-memory tile per key row, its nope columns (whose first dv are its V row) and then
+// its rope part, swizzled like the sm80 tiles (128-byte panels, chunk ^ row % 8: the layout
+// wgmma's 128-byte-swizzle descriptors read as well). Q is one tile of the CTA's packed rows in
+// the same layout. Every thread copies 16-byte chunks with cp.async.
+//   latent_split.cuh: mma.sync warps, every GPU from Ampere on
+//   latent_wgmma.cuh: two wgmma warpgroups, sm_90a
+#pragma once
+
+#include "common/params.cuh"
+#include "common/seqinfo.cuh"
+#include "common/types.cuh"
+#include "decode/key_ring.cuh"
+#include "decode/latent_regions.cuh"
+#include "sm80/cp_async.cuh"
+#include "sm80/smem_tile.cuh"
+
+namespace flashjit::decode {
+
+template <class Derived, class T>
+struct LatentRing : KeyRing<Derived, T> {
+  using Base = KeyRing<Derived, T>;
+  using Base::b, Base::m0, Base::rows, Base::seq, Base::tid, Base::p, Base::smem_base, Base::token_of,
+      Base::head_of, Base::row_slot, Base::kThreads;
+  using E = typename T::Element;
+  static constexpr int kBM = T::kBlockM, kBN = T::kBlockN, kWarps = T::kNumWarps;
+  static constexpr int kDQK = T::kHeadDimQK, kDV = T::kHeadDimV, kDR = T::kHeadDimRope;
+  static constexpr int kDN = kDQK - kDR, kStages = T::kStages;
+  static constexpr int kNopeChunks = kDN / 8, kRopeChunks = kDR / 8;
+  using QTile = sm80::SmemTile<kBM, kDQK>;
+  using KTile = sm80::SmemTile<kBN, kDQK>;
+  static constexpr LatentRegions kR = latent_regions({kBM, kBN, kDQK, kWarps, kStages, T::kExchangeSlots});
+
+  static_assert(T::kThreads == kThreads, "threads");
+  static_assert(kR.total == T::kSmemBytes, "host and device disagree on the shared-memory size");
+  static_assert(sizeof(E) == 2 && sizeof(typename T::OutElement) == 2 && sizeof(typename T::RopeElement) == 2,
+                "16-bit latent caches");
+  static_assert(T::kQScale == ScaleKind::kNone && T::kKScale == ScaleKind::kNone && T::kVScale == ScaleKind::kNone,
+                "no quantisation scales on 16-bit caches");
+  static_assert(kDR % 8 == 0, "rope chunks");
+  static_assert(QTile::kBytes == kR.kv_offset && KTile::kBytes == kR.kv_stage_bytes, "tile sizes agree");
+
+  __device__ __forceinline__ explicit LatentRing(const AttentionParams& params) : Base(params) {}
+
+  // The ring's hooks (key_ring.cuh): each key row's second offset is its rope part's (K's own
+  // rows when the rope columns are part of them).
+  __device__ __forceinline__ const TensorArg& second_tensor() const { return kDR > 0 ? p.k_rope : p.k; }
+  __device__ __forceinline__ void row_written(int, int, int) const {}
+  // Chunks [first, first + kCount) of every row of a tile from `base` plus each row's offset.
+  template <class Tile, int kRows, int kFirst, int kCount, long long longlong2::*kPart, class Src>
+  __device__ __forceinline__ void copy_chunks(u32 dst, const Src* base, const longlong2* offsets) const {
+    if constexpr (kCount > 0) {
+      constexpr int kTotal = kRows * kCount;
+#pragma unroll 4
+      for (int j = 0; j < ceil_div(kTotal, kThreads); ++j) {
+        const int i = tid + j * kThreads;
+        if (kTotal % kThreads != 0 && i >= kTotal) break;
+        const int r = i / kCount, c = i % kCount;
+        const i64 o = offsets[r].*kPart;
+        sm80::cp_async_16(dst + Tile::offset(r, kFirst + c), o >= 0 ? base + o + c * 8 : base, o >= 0);
+      }
+    }
+  }
+
+  __device__ __forceinline__ void load_kv(int stage) const {
+    const longlong2* rows_of = row_slot(stage);
+    const u32 dst = smem_base + kR.kv_offset + stage * kR.kv_stage_bytes;
+    copy_chunks<KTile, kBN, 0, kNopeChunks, &longlong2::x>(dst, static_cast<const E*>(p.k.ptr), rows_of);
+    copy_chunks<KTile, kBN, kNopeChunks, kRopeChunks, &longlong2::y>(
+        dst, static_cast<const typename T::RopeElement*>(p.k_rope.ptr), rows_of);
+  }
+
+  // Chunks [kFirst, kFirst + kCount) of the CTA's packed query rows (zero past the valid rows)
+  // from tensor `t` into the Q tile; they join the first tiles' commit group.
+  template <int kFirst, int kCount, class Src>
+  __device__ __forceinline__ void load_q_chunks(const TensorArg& t) const {
+    const Src* base = static_cast<const Src*>(t.ptr);
+    const u32 dst = smem_base + kR.q_offset;
+#pragma unroll 1
+    for (int i = tid; i < kBM * kCount; i += kThreads) {
+      const int r = i / kCount, c = i % kCount, packed = m0 + r;
+      const bool ok = packed < rows;
+      const Src* src =
+          ok ? base + SeqInfo::offset<T::kVarlen>(t, b, seq.q_start, token_of(packed), head_of(packed)) + c * 8 : base;
+      sm80::cp_async_16(dst + QTile::offset(r, kFirst + c), src, ok);
+    }
+  }
+
+  // Q's nope columns, then its rope part.
+  __device__ __forceinline__ void load_q() const {
+    load_q_chunks<0, kNopeChunks, E>(p.q);
+    if constexpr (kRopeChunks > 0) load_q_chunks<kNopeChunks, kRopeChunks, typename T::RopeElement>(p.q_rope);
+  }
+};
+
+}  // namespace flashjit::decode
