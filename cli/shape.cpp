@@ -158,7 +158,9 @@ std::vector<int> read_page_table(const std::string& file, int batch) {
 
 Config with_page_size(Config c, int page_size) {
   if (page_size < 0) return c;
+  const bool shared_kv = c.kv_layout.shared_kv;  // what the cache holds, not how it is paged
   c.kv_layout = page_size == 0 ? KvLayout{} : KvLayout{true, page_size};
+  c.kv_layout.shared_kv = shared_kv;
   return c;
 }
 
@@ -200,7 +202,7 @@ void add_shape_options(CLI::App& app, ShapeOptions& s) {
   app.add_option("--cache-lens", s.cache_lens, "Keys per sequence, one per batch entry (sets --batch; the longest "
                                                 "is --seqlen-k's default)")
       ->type_name("N,N,...")->group(kv);
-  app.add_option("--page-size", s.page_size, "Page size of a paged cache (overrides the config's kv_layout; 0: contiguous)")
+  app.add_option("--page-size", s.page_size, "Page size of a paged cache (overrides the config's paging, keeping kv_layout.shared_kv; 0: contiguous)")
       ->group(kv);
   app.add_flag("--ordered-pages", s.ordered_pages, "Hand out pages in order (default: a random page table)")->group(kv);
   app.add_option("--page-table", s.page_table, "Page table from an int32 .npy [batch, max_pages]")

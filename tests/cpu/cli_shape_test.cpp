@@ -108,6 +108,11 @@ TEST(CliShape, CacheLengthsSplitsAndPages) {
   EXPECT_EQ(with_page_size(c, 0).kv_layout, KvLayout{});
   EXPECT_EQ(with_page_size(Config{}, 64).kv_layout, (KvLayout{true, 64}));
   EXPECT_EQ(with_page_size(c, -1).kv_layout, c.kv_layout);
+  // A latent cache stays one when its paging changes.
+  Config latent;
+  latent.kv_layout = {true, 64, true};
+  EXPECT_EQ(with_page_size(latent, 16).kv_layout, (KvLayout{true, 16, true}));
+  EXPECT_EQ(with_page_size(latent, 0).kv_layout, (KvLayout{false, 0, true}));
 }
 
 TEST(CliShape, PageTablesAreInt32BatchRows) {
