@@ -228,6 +228,7 @@ class DecodeFamily final : public KernelFamily {
       issues.push_back({std::string("tuning.") + f, std::to_string(v), std::move(rule)});
     };
     const int bm = *t.BM, warps = *t.num_warps, bn = *t.BN, cwg = *t.consumer_warpgroups;
+    if (bn < 16 || bn > 128 || bn % 16) bad("BN", bn, "must be a multiple of 16 from 16 to 128");
     if (cwg != 0 && cwg != 2)
       bad("consumer_warpgroups", cwg, "must be 0 (mma.sync warps) or 2 (two wgmma warpgroups share a 64-row tile)");
     else if (cwg == 2 && !arch.has_wgmma())
@@ -235,11 +236,12 @@ class DecodeFamily final : public KernelFamily {
     else if (cwg == 2) {
       if (bm != 64) bad("BM", bm, "must be 64 with two wgmma warpgroups (one 64-row wgmma tile)");
       if (warps != 8) bad("num_warps", warps, "must be 8 with two wgmma warpgroups");
-      if (bn < 16 || bn > 128 || bn % 16) bad("BN", bn, "must be a multiple of 16 from 16 to 128");
       return check_ring_and_grid(c, arch, issues);
     }
-    if (bm != 16 && bm != 32 && bm != 64) bad("BM", bm, "must be 16, 32 or 64 (one to four 16-row warp blocks)");
-    if (!issues.empty()) return;
+    if (bm != 16 && bm != 32 && bm != 64) {
+      bad("BM", bm, "must be 16, 32 or 64 (one to four 16-row warp blocks)");
+      return;
+    }
     const int blocks = bm / 16, warps_n = warps / blocks;
     if (warps % blocks || (warps_n != 1 && warps_n != 2 && warps_n != 4))
       bad("num_warps", warps, "must be 1, 2 or 4 warps per 16-row block (BM / 16 = " + std::to_string(blocks) +
@@ -247,7 +249,6 @@ class DecodeFamily final : public KernelFamily {
     else if (c.head_dim.v % (64 * warps_n))
       bad("num_warps", warps, "the " + std::to_string(warps_n) + " warps of a row block each take whole 64-column panels of V (" +
                                   std::to_string(c.head_dim.v) + " columns)");
-    if (bn < 16 || bn > 128 || bn % 16) bad("BN", bn, "must be a multiple of 16 from 16 to 128");
     check_ring_and_grid(c, arch, issues);
   }
 

@@ -7,9 +7,10 @@
 //   rows[stages] each key row's element offsets in K and in the rope tensor (two int64, -1:
 //               zero-fill) for the tile in flight to each ring stage
 //   exchange[n] each warp's partial scores (16 x BN fp32, in fragment order): the warps of a row
-//               block split the head dim of Q K^T and add their parts; the mma.sync pass keeps
-//               two slots, the wgmma pass one (the ring's barrier between two tiles' math
-//               already separates a tile's reads from the next tile's writes)
+//               block split the head dim of Q K^T and add their parts. One slot is enough: the
+//               ring's barrier between two tiles' math separates a tile's reads from the next
+//               tile's writes. The wgmma pass keeps one; the mma.sync pass still keeps the two
+//               it was measured with (dropping one changes its shared memory and tiles per SM)
 //   flag        16 bytes: set when a page-table entry named no page of the cache
 #pragma once
 
