@@ -3,7 +3,9 @@
 // split pass (templates/decode/split_kv.cuh), which packs the query heads of a KV head times the
 // query tokens into tiles and splits the keys across CTAs, and the combine pass (combine.cuh),
 // which merges the splits. The split count is chosen per launch (runtime/host_decode.cpp)
-// unless tuning.splitk_partitions names one. fp8 caches (e4m3, e5m2) keep K/V in fp8 through
+// unless tuning.splitk_partitions names one. On sm_90a, 16-bit caches whose packed rows fill a
+// 64-row tile take a wgmma split pass (split_kv_wgmma.cuh, tuning.consumer_warpgroups 1 or 2:
+// warpgroups that split each key tile's keys) with the same loads, softmax and merge. fp8 caches (e4m3, e5m2) keep K/V in fp8 through
 // shared memory and widen them in registers (templates/decode/kv_operands.cuh), on every target.
 // A shared K/V cache (kv_layout.shared_kv, MLA's latent cache: V is the first head_dim.v columns
 // of K) takes its own split pass with the same combine: mma.sync warps (latent_split.cuh) on every
@@ -37,14 +39,24 @@ int kv_bytes(const Config& c) { return dtype_bytes(c.dtype.qkv); }
 
 bool shared_kv(const Config& c) { return c.kv_layout.shared_kv; }
 
-// A latent split pass of two wgmma warpgroups (tuning.consumer_warpgroups 2).
-bool latent_wgmma(const Config& c) { return shared_kv(c) && c.tuning.consumer_warpgroups.value_or(0) == 2; }
+// A split pass of wgmma warpgroups (tuning.consumer_warpgroups > 0; 0: mma.sync warps).
+bool wgmma_pass(const Config& c) { return c.tuning.consumer_warpgroups.value_or(0) > 0; }
+bool latent_wgmma(const Config& c) { return shared_kv(c) && wgmma_pass(c); }
 
 // Exchange slots of a latent pass's partial scores (latent_regions.cuh).
 int exchange_slots(const Config& c) { return latent_wgmma(c) ? 1 : 2; }
 
-// From this many packed rows "auto" gives a latent cache the wgmma pass on sm_90a.
+// From this many packed rows "auto" gives a cache the wgmma pass on sm_90a (one 64-row tile).
 constexpr int kWgmmaRows = 64;
+// The wgmma pass's default tile for a GQA cache: warpgroups, and keys each takes of a tile.
+constexpr int kWgmmaWarpgroups = 2;
+constexpr int kWgmmaKeys = 64;
+
+// Whether a 16-bit GQA cache can take the wgmma pass: whole 128-byte panels of Q, K and V, and
+// P V one wgmma wide.
+bool wgmma_shapes(const Config& c) {
+  return !is_float8(c.dtype.qkv) && c.head_dim.qk % 64 == 0 && c.head_dim.v % 64 == 0 && c.head_dim.v <= 256;
+}
 
 int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
   if (shared_kv(c)) return decode::latent_regions({bm, bn, c.head_dim.qk, warps, stages, exchange_slots(c)}).total;
@@ -84,6 +96,22 @@ class DecodeFamily final : public KernelFamily {
     Tuning& t = c.tuning;
     if (!t.max_seqlen_q) t.max_seqlen_q = 1;
     if (shared_kv(c)) return resolve_latent(c, arch);
+    if (!t.consumer_warpgroups) {
+      // Unless a tile that wgmma cannot take is named.
+      const bool tile = t.BM.value_or(64) == 64 && (!t.num_warps || *t.num_warps == 4 || *t.num_warps == 8);
+      const bool wgmma = arch.has_wgmma() && wgmma_shapes(c) && tile && packed_rows(c) >= kWgmmaRows;
+      t.consumer_warpgroups = !wgmma ? 0 : t.num_warps ? *t.num_warps / 4 : kWgmmaWarpgroups;
+    }
+    if (*t.consumer_warpgroups == 1 || *t.consumer_warpgroups == 2) {
+      if (!t.BM) t.BM = 64;
+      if (!t.num_warps) t.num_warps = 4 * *t.consumer_warpgroups;
+      if (!t.BN) {  // fewer keys where two stages of the default would not fit (d256)
+        const int step = 16 * *t.consumer_warpgroups;
+        int bn = kWgmmaKeys * *t.consumer_warpgroups;
+        while (bn > step && smem_for(c, 64, bn, *t.num_warps, 2) > arch.max_smem_per_block) bn -= step;
+        t.BN = bn;
+      }
+    }
     // Packed rows per CTA: 16, 32 or 64 (one to four 16-row warps); more rows take more m blocks.
     if (!t.BM) {
       const int rows = packed_rows(c);
@@ -118,10 +146,19 @@ class DecodeFamily final : public KernelFamily {
     if (*t.max_seqlen_q < 1 || *t.max_seqlen_q > 64)
       bad("max_seqlen_q", *t.max_seqlen_q, "the decode family takes 1 to 64 query tokens per sequence");
     if (shared_kv(c)) return check_latent(c, arch, issues);
-    rules::not_for_family(t.consumer_warpgroups, "consumer_warpgroups", kName, issues);
-    const int bm = *t.BM, warps = *t.num_warps, bn = *t.BN;
+    const int bm = *t.BM, warps = *t.num_warps, bn = *t.BN, cwg = *t.consumer_warpgroups;
     if (bm != 16 && bm != 32 && bm != 64) bad("BM", bm, "must be 16, 32 or 64 (one to four 16-row warps)");
     if (warps != 4 && warps != 8) bad("num_warps", warps, "must be 4 or 8");
+    if (cwg < 0 || cwg > 2)
+      bad("consumer_warpgroups", cwg, "must be 0 (mma.sync warps), 1 or 2 (wgmma warpgroups that split each key tile)");
+    else if (cwg > 0 && !arch.has_wgmma())
+      bad("consumer_warpgroups", cwg, "wgmma warpgroups need an sm_90a target (" + arch.name + " has none)");
+    else if (cwg > 0 && !wgmma_shapes(c))
+      bad("consumer_warpgroups", cwg, "the wgmma pass reads 16-bit caches with head dims that are multiples of 64, v up to 256");
+    else if (cwg > 0) {
+      if (bm != 64) bad("BM", bm, "must be 64 with wgmma warpgroups (one 64-row wgmma tile)");
+      if (warps != 4 * cwg) bad("num_warps", warps, "must be 4 x consumer_warpgroups (" + std::to_string(4 * cwg) + ")");
+    }
     if (!issues.empty()) return;
     if (warps % (bm / 16))
       bad("num_warps", warps, "must be a multiple of BM / 16 (" + std::to_string(bm / 16) + "): each 16-row block gets the same number of warps");
@@ -140,11 +177,15 @@ class DecodeFamily final : public KernelFamily {
   KernelSource emit(const Config& c, const ArchInfo& arch) const override {
     const Tuning& t = c.tuning;
     const int threads = *t.num_warps * 32;
-    const bool latent = shared_kv(c), wgmma = latent_wgmma(c);
-    const char* split_header = wgmma ? "decode/latent_wgmma.cuh" : latent ? "decode/latent_split.cuh" : "decode/split_kv.cuh";
-    const char* split_body = wgmma    ? "flashjit::decode::latent_wgmma"
-                             : latent ? "flashjit::decode::latent_split"
-                                      : "flashjit::decode::split_kv";
+    const bool latent = shared_kv(c), wgmma = wgmma_pass(c);
+    const char* split_header = latent ? (wgmma ? "decode/latent_wgmma.cuh" : "decode/latent_split.cuh")
+                                      : (wgmma ? "decode/split_kv_wgmma.cuh" : "decode/split_kv.cuh");
+    const char* split_body = latent ? (wgmma ? "flashjit::decode::latent_wgmma" : "flashjit::decode::latent_split")
+                                    : (wgmma ? "flashjit::decode::split_kv_wgmma" : "flashjit::decode::split_kv");
+    // wgmma widths: Q K^T's N (a tile's keys: all of them for the latent pass, whose warpgroups
+    // split the head dim, a warpgroup's share otherwise) and P V's (a warpgroup's O columns).
+    const std::vector<int> widths = latent ? std::vector<int>{*t.BN, c.head_dim.v / 2}
+                                           : std::vector<int>{*t.BN / std::max(1, *t.consumer_warpgroups), c.head_dim.v};
     KernelSource s = source_skeleton(c, arch, kName, threads, smem_bytes(c));
     const std::string symbol = s.launch.entry;  // the operation's: its passes take suffixes
     s.launch.entry = symbol + "_split";
@@ -159,7 +200,7 @@ class DecodeFamily final : public KernelFamily {
     if (latent) constants.push_back({"kExchangeSlots", std::to_string(exchange_slots(c))});
     s.unit = emit::unit_header(s.name, c) + emit::traits_struct(c, constants) +
              (wgmma ? "#include \"sm90/wgmma.cuh\"\n\n" +
-                          wgmma::specialisations(c.dtype.qkv, {*t.BN, c.head_dim.v / 2})
+                          wgmma::specialisations(c.dtype.qkv, widths)
                     : std::string()) +
              "#include \"" + split_header + "\"\n#include \"decode/combine.cuh\"\n\n" +
              emit::entry_function(s.launch.entry, threads, 1, split_body) +

@@ -193,7 +193,7 @@ std::string readable_name(const Config& r) {
   if (t.family) add("_", to_string(*t.family));
   if (t.max_seqlen_q) add("_q", num(*t.max_seqlen_q));
   if (r.kv_layout.shared_kv) add("_latent", "");
-  if (r.kv_layout.shared_kv && t.consumer_warpgroups.value_or(0) > 0) add("_wgmma", "");
+  if (t.family == Family::decode && t.consumer_warpgroups.value_or(0) > 0) add("_wgmma", "");
   if (t.BM && t.BN) {
     add("_bm", num(*t.BM));
     add("_bn", num(*t.BN));

@@ -52,9 +52,11 @@ __device__ __forceinline__ void gather_tile(u32 smem, const RowPtr& row_ptr, con
   }
 }
 
-template <class T>
-struct SplitKv : KeyRing<SplitKv<T>, T> {
-  using Base = KeyRing<SplitKv<T>, T>;
+// Everything but the math of a key tile is shared with the wgmma pass (split_kv_wgmma.cuh), which
+// derives from this as Derived: loads, masks, the online softmax and the epilogue's merge.
+template <class Derived, class T>
+struct SplitKvPass : KeyRing<Derived, T> {
+  using Base = KeyRing<Derived, T>;
   using Base::b, Base::hk, Base::m0, Base::rows, Base::seq, Base::kv, Base::mask, Base::tid,
       Base::warp, Base::lane, Base::wm, Base::wn, Base::g, Base::t, Base::n_begin, Base::n_end, Base::n_unmasked_lo,
       Base::n_unmasked_hi, Base::p, Base::smem, Base::smem_base, Base::token_of, Base::head_of, Base::bad_page_flag,
@@ -99,12 +101,12 @@ struct SplitKv : KeyRing<SplitKv<T>, T> {
   float acc_o[1][kDT][4];
   Softmax softmax;
 
-  __device__ __forceinline__ explicit SplitKv(const AttentionParams& params) : Base(params) {}
+  __device__ __forceinline__ explicit SplitKvPass(const AttentionParams& params) : Base(params) {}
 
   // Row pointers of the CTA's packed query rows (null past the valid rows), and (fp8) their
   // dequantisation scales.
   struct QRows {
-    const SplitKv* k;
+    const SplitKvPass* k;
     const E* base;
     __device__ __forceinline__ const E* operator()(int r) const {
       const int packed = k->m0 + r;
@@ -131,6 +133,8 @@ struct SplitKv : KeyRing<SplitKv<T>, T> {
     if constexpr (kKeyScales) key_scale_slot(n)[r] = j < kv.seqlen_k ? scales.k.at(b, hk, seq.k_start, j) : 0.f;
   }
   __device__ __forceinline__ void tile_arrived(int) const {}
+  // After the last tile's math was issued (the wgmma pass waits for it here).
+  __device__ __forceinline__ void math_done() const {}
 
   // Every 16-byte chunk of one tile from the row offsets in `rows` (member `kPart`: K's or V's).
   template <class Tile, long long longlong2::*kPart>
@@ -316,9 +320,17 @@ struct SplitKv : KeyRing<SplitKv<T>, T> {
     softmax.init(nullptr, tid);
     __syncthreads();  // the flag is cleared before any load can set it
 
-    if (n_end > n_begin) this->main_loop();
-    epilogue();
+    if (n_end > n_begin) {
+      this->main_loop();
+      this->self().math_done();
+    }
+    this->self().epilogue();
   }
+};
+
+template <class T>
+struct SplitKv final : SplitKvPass<SplitKv<T>, T> {
+  __device__ __forceinline__ explicit SplitKv(const AttentionParams& params) : SplitKvPass<SplitKv<T>, T>(params) {}
 };
 
 template <class T>

@@ -88,6 +88,75 @@ TEST(DecodeFamily, RulesNameTheField) {
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_kv_stages"});
 }
 
+// sm_90a gives 16-bit caches whose packed rows fill a 64-row tile the wgmma pass: two
+// warpgroups of 64 keys each by default, one if four warps are named; fewer keys where two stages
+// would not fit; mma.sync below 64 rows, for fp8, for head dims off 64-column panels, on other
+// targets, or where a tile wgmma cannot take is named.
+TEST(DecodeFamily, WgmmaPassFromSixtyFourPackedRows) {
+  const Config r = resolve(decode_config(4, 16));
+  EXPECT_EQ(*r.tuning.consumer_warpgroups, 2);
+  EXPECT_EQ(*r.tuning.BM, 64);
+  EXPECT_EQ(*r.tuning.num_warps, 8);
+  EXPECT_EQ(*r.tuning.BN, 128);
+  EXPECT_EQ(*r.tuning.num_kv_stages, 2);
+  EXPECT_EQ(readable_name(r), "fwd_sm90a_bf16_d128_none_g4_decode_q16_wgmma_bm64_bn128");
+  EXPECT_EQ(*resolve(decode_config(16, 4)).tuning.consumer_warpgroups, 2);
+  EXPECT_EQ(*resolve(decode_config(4, 8)).tuning.consumer_warpgroups, 0);  // 32 rows
+  Config four = decode_config(4, 16);
+  four.tuning.num_warps = 4;
+  const Config r4 = resolve(four);
+  EXPECT_EQ(*r4.tuning.consumer_warpgroups, 1);
+  EXPECT_EQ(*r4.tuning.BN, 64);
+  const Config d256 = resolve(decode_config(4, 16, 256));
+  EXPECT_EQ(*d256.tuning.consumer_warpgroups, 2);
+  EXPECT_EQ(*d256.tuning.BN, 64);  // 128 keys of 2 x 256 columns, two stages: 288 KB
+  EXPECT_LE(generate(d256).launch.smem_bytes, 232448);
+  for (const char* arch : {"sm_80", "sm_100a"}) {
+    Config c = decode_config(4, 16);
+    c.arch = arch;
+    EXPECT_EQ(*resolve(c).tuning.consumer_warpgroups, 0) << arch;
+  }
+  Config fp8 = decode_config(4, 16);
+  fp8.dtype.qkv = DType::e4m3;
+  EXPECT_EQ(*resolve(fp8).tuning.consumer_warpgroups, 0);
+  EXPECT_EQ(*resolve(decode_config(4, 16, 96)).tuning.consumer_warpgroups, 0);
+  Config bm32 = decode_config(4, 16);
+  bm32.tuning.BM = 32;
+  EXPECT_EQ(*resolve(bm32).tuning.consumer_warpgroups, 0);
+}
+
+TEST(DecodeFamily, WgmmaRulesNameTheField) {
+  auto with = [](int warpgroups) {
+    Config c = decode_config(4, 16);
+    c.tuning.consumer_warpgroups = warpgroups;
+    return c;
+  };
+  EXPECT_TRUE(check_config(with(1)).empty());
+  EXPECT_TRUE(check_config(with(2)).empty());
+  EXPECT_EQ(issue_paths(with(3)), std::set<std::string>{"tuning.consumer_warpgroups"});
+  Config c = with(2);
+  c.arch = "sm_80";
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.consumer_warpgroups"});
+  c = with(1);
+  c.dtype.qkv = DType::e4m3;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.consumer_warpgroups"});
+  c = with(2);
+  c.head_dim = {96, 96, 0};
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.consumer_warpgroups"});
+  c = with(2);
+  c.tuning.BM = 32;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.BM"});
+  c = with(2);
+  c.tuning.num_warps = 4;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_warps"});
+  c = with(2);
+  c.tuning.BN = 80;  // two warpgroups take 16-key steps each
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.BN"});
+  c = with(2);
+  c.tuning.num_kv_stages = 4;  // 16 KB of Q and 4 x 64 KB of K/V
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_kv_stages"});
+}
+
 // fp8 caches: "auto" still picks decode, with every scale granularity the FP8 issue defines; the
 // ring has the stages a 16-bit cache of the same shape gets (half its bytes); per-token K scales
 // add a slot per stage (and one more) of BN floats.
@@ -300,7 +369,10 @@ TEST(DecodeFamily, DefaultTilesCompileWithoutSpills) {
   for (const Case& k : {Case{128, 4, 1, 0, Mask::none, false, "sm_90a"},
                         Case{128, 8, 4, 16, Mask::causal, false, "sm_90a"},
                         Case{64, 1, 1, 1, Mask::none, true, "sm_90a"},
-                        Case{256, 16, 16, 64, Mask::causal, false, "sm_90a"},
+                        Case{256, 16, 16, 64, Mask::causal, false, "sm_90a"},  // wgmma, as below
+                        Case{128, 4, 16, 16, Mask::causal, false, "sm_90a"},
+                        Case{64, 16, 4, 0, Mask::sliding_window, false, "sm_90a"},
+                        Case{192, 8, 8, 32, Mask::none, true, "sm_90a"},
                         Case{128, 4, 2, 256, Mask::sliding_window, true, "sm_80"},
                         Case{96, 2, 1, 0, Mask::none, false, "sm_100a"},
                         // fp8 caches, widened in registers on every target

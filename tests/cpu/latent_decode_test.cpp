@@ -130,11 +130,11 @@ TEST(LatentDecode, RulesNameTheField) {
   c = mla(128, 1);
   c.tuning.num_kv_stages = 3;  // 64 x 576 of Q and 3 x 54 KB of latent rows
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_kv_stages"});
-  // The split pass of a cache without shared K/V has no warpgroups.
+  // The latent pass has exactly two warpgroups; a cache without shared K/V takes one or two.
   c = mla(16, 1);
   c.head_dim = {128, 128, 0};
   c.kv_layout.shared_kv = false;
-  c.tuning.consumer_warpgroups = 2;
+  c.tuning.consumer_warpgroups = 3;
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.consumer_warpgroups"});
   c = mla(16, 1);
   c.scales.k = ScaleGranularity::per_tensor;

@@ -157,5 +157,24 @@ TEST_F(Sass, LatentWgmmaPassIssuesHgmma) {
   EXPECT_EQ(count(sass, "HMMA."), 0u);
 }
 
+// The GQA decode pass at 64 packed rows on sm_90a: Q·Kᵀ 64 rows × a warpgroup's 64 keys, P·V
+// 64 × d128, cp.async gathers, no mma.sync.
+TEST_F(Sass, DecodeWgmmaPassIssuesHgmma) {
+  Config c;
+  c.arch = "sm_90a";
+  c.head_dim = {128, 128, 0};
+  c.group = 4;
+  c.mask = Mask::causal;
+  c.kv_layout = {true, 16};
+  c.tuning.max_seqlen_q = 16;
+  const Config r = resolve(c);
+  ASSERT_EQ(*r.tuning.consumer_warpgroups, 2);
+  const std::string sass = disassemble(compile(generate(r)).cubin);
+  EXPECT_GT(count(sass, "HGMMA.64x64x16.F32.BF16"), 0u) << "Q·Kᵀ";
+  EXPECT_GT(count(sass, "HGMMA.64x128x16.F32.BF16"), 0u) << "P·V";
+  EXPECT_GT(count(sass, "LDGSTS"), 0u);
+  EXPECT_EQ(count(sass, "HMMA."), 0u);
+}
+
 }  // namespace
 }  // namespace flashjit

@@ -1,5 +1,6 @@
 // The decode family on the GPU: every page-size class, split counts from one to many, groups 1-16,
-// 1-16 query tokens (causal among themselves), eight-warp tiles (BN 64 and 128), cache lengths
+// 1-16 query tokens (causal among themselves), eight-warp tiles (BN 64 and 128), the wgmma pass
+// (sm_90a: one or two warpgroups, d64-d256) beside mma.sync at 64 packed rows, cache lengths
 // 0, 1, 15, 16, 17, 4095 and 65537
 // (at most 1025 with FLASHJIT_TEST_SHAPES=small),
 // windows, ragged queries, fp8 caches (e4m3, e5m2) with every scale granularity, shared K/V
@@ -34,8 +35,16 @@ struct DecodeCase {
   ScaleGranularity q_scale = ScaleGranularity::none, k_scale = ScaleGranularity::none,
                    v_scale = ScaleGranularity::none;
   std::optional<DType> scale_dtype = {};  // per-token scales
+  int warpgroups = -1, stages = 0;         // tuning.consumer_warpgroups (-1: auto), num_kv_stages (0: auto)
 };
 void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.label; }
+
+// `c` with its split pass pinned: 0 mma.sync warps, 1 or 2 wgmma warpgroups (sm_90a).
+DecodeCase pinned(DecodeCase c, int warpgroups, int stages = 0) {
+  c.warpgroups = warpgroups;
+  c.stages = stages;
+  return c;
+}
 
 Config decode_config(const DecodeCase& k) {
   Config c;
@@ -53,6 +62,8 @@ Config decode_config(const DecodeCase& k) {
   c.tuning.max_seqlen_q = k.tokens;
   if (k.warps) c.tuning.num_warps = k.warps;
   if (k.bn) c.tuning.BN = k.bn;
+  if (k.warpgroups >= 0) c.tuning.consumer_warpgroups = k.warpgroups;
+  if (k.stages) c.tuning.num_kv_stages = k.stages;
   return c;
 }
 
@@ -117,10 +128,22 @@ const std::vector<DecodeCase>& decode_cases() {
       {"bf16_d128_g4_q1_page16_seven_splits", DType::bf16, 128, 4, 1, 16, Mask::none, false, 7},
       {"bf16_d128_g4_q1_page16_many_splits", DType::bf16, 128, 4, 1, 16, Mask::none, false, 128},
       {"bf16_d96_g3_q3_page8_causal", DType::bf16, 96, 3, 3, 8, Mask::causal, false, 0},
-      // Eight warps: two key warps per 16-row block at 64 rows, eight at 16 (the tuning
+      // Eight mma.sync warps: two key warps per 16-row block at 64 rows, eight at 16 (the tuning
       // variants the benchmark compares).
-      {"bf16_d128_g4_q16_page16_causal_w8_bn128", DType::bf16, 128, 4, 16, 16, Mask::causal, false, 0, 8, 128},
-      {"bf16_d128_g4_q16_page16_causal_w8", DType::bf16, 128, 4, 16, 16, Mask::causal, false, 0, 8, 0},
+      pinned({"bf16_d128_g4_q16_page16_causal_w8_bn128", DType::bf16, 128, 4, 16, 16, Mask::causal, false, 0, 8, 128}, 0),
+      pinned({"bf16_d128_g4_q16_page16_causal_w8", DType::bf16, 128, 4, 16, 16, Mask::causal, false, 0, 8, 0}, 0),
+      pinned({"bf16_d128_g16_q4_page16_mma_sync", DType::bf16, 128, 16, 4, 16, Mask::none, false, 0}, 0),
+      // wgmma warpgroups (sm_90a, 64 packed rows or more; mma.sync elsewhere): the default tile
+      // (two warpgroups, 64 keys each), one warpgroup, 32 keys a warpgroup over three stages,
+      // head dims 64-256, every page-size class, splits, windows, ragged queries, 256 rows (four
+      // row blocks: bf16_d128_g16_q16_page256_causal above).
+      {"bf16_d128_g4_q16_page16_causal_wgmma", DType::bf16, 128, 4, 16, 16, Mask::causal, false, 0},
+      {"bf16_d128_g4_q16_page16_seven_splits_wgmma", DType::bf16, 128, 4, 16, 16, Mask::none, false, 7},
+      pinned({"fp16_d128_g8_q8_page64_causal_one_warpgroup", DType::fp16, 128, 8, 8, 64, Mask::causal, false, 0, 4}, 1),
+      pinned({"bf16_d128_g4_q16_contiguous_bn64_3stages", DType::bf16, 128, 4, 16, 0, Mask::causal, false, 0, 8, 64}, 2, 3),
+      {"bf16_d256_g16_q4_page1_causal_varlen_wgmma", DType::bf16, 256, 16, 4, 1, Mask::causal, true, 0},
+      {"bf16_d64_g16_q4_contiguous_window_wgmma", DType::bf16, 64, 16, 4, 0, Mask::sliding_window, false, 0},
+      {"fp16_d192_g8_q8_page32_one_split_wgmma", DType::fp16, 192, 8, 8, 32, Mask::none, false, 1},
       {"bf16_d128_g8_q1_page16_w8_bn128", DType::bf16, 128, 8, 1, 16, Mask::none, false, 0, 8, 128},
       // fp8 caches: K/V widened in registers, Q dequantised into fp16; every scale granularity.
       {"e4m3_d128_g4_q1_page16_per_tensor", DType::e4m3, 128, 4, 1, 16, Mask::none, false, 0, 0, 0, G::per_tensor,
