@@ -125,8 +125,10 @@ class DecodeFamily final : public KernelFamily {
       // bytes): more CTAs fit an SM, and their widening math needs the warps more than the
       // ring needs the depth (H200, e4m3 d128, 32 x 32k, 1/4/16 tokens: 3 stages 3158/2905/1158
       // GB/s against 6 stages 2701/2755/1022, sustained, 2026-12-03).
+      // The wgmma pass: three stages where they fit (H200, d128, 32/8 heads, 16 tokens, batch
+      // 1/8/32 x 32k, sustained: 2449/3188/3443 GB/s against 2307/3087/3262 with two; 2026-12-03).
       const int stage = *t.BN * (c.head_dim.qk + c.head_dim.v) * 2;
-      int stages = std::clamp(kRingBytes / stage, 2, 8);
+      int stages = *t.consumer_warpgroups > 0 ? 3 : std::clamp(kRingBytes / stage, 2, 8);
       while (stages > 2 && smem_for(c, *t.BM, *t.BN, *t.num_warps, stages) > arch.max_smem_per_block) --stages;
       t.num_kv_stages = stages;
     }

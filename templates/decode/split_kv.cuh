@@ -158,8 +158,27 @@ struct SplitKvPass : KeyRing<Derived, T> {
     const longlong2* rows = row_slot(stage);
     const u32 ks = smem_base + kR.k_offset + stage * kR.k_stage_bytes;
     const u32 vs = smem_base + kR.v_offset + stage * kR.v_stage_bytes;
-    if constexpr (KTile::kChunks == VTile::kChunks) {  // one offset read per row serves both copies
-      constexpr int kChunks = KTile::kChunks, kTotal = kBN * kChunks;
+    constexpr int kChunks = KTile::kChunks;
+    // Thread tid copies chunk tid % kChunks of rows tid / kChunks + j * kRowStep (the mapping of
+    // the loop below). With whole 128-byte panels and a row step that is a multiple of 8, that
+    // chunk's swizzle is the same in every row the thread copies, so its shared addresses
+    // advance by a constant and only each row's global offset is computed per copy.
+    constexpr int kRowStep = kThreads / kChunks;
+    constexpr bool kStrided = KTile::kChunks == VTile::kChunks && kChunks % 8 == 0 && kThreads % kChunks == 0 &&
+                              kRowStep % 8 == 0 && kBN % kRowStep == 0;
+    if constexpr (kStrided) {
+      const int c = tid % kChunks, r0 = tid / kChunks, col = c * kChunkElems;
+      const u32 k_at = ks + KTile::offset(r0, c), v_at = vs + VTile::offset(r0, c);
+#pragma unroll
+      for (int j = 0; j < kBN / kRowStep; ++j) {
+        const longlong2 o = rows[r0 + j * kRowStep];
+        const u32 step = u32(j * kRowStep * 128);
+        // A zero-filled row (offset -1) reads nothing; its address stays the tensor's first row.
+        sm80::cp_async_16_or_zero(k_at + step, kbase + (o.x >= 0 ? o.x : 0) + col, o.x >= 0);
+        sm80::cp_async_16_or_zero(v_at + step, vbase + (o.y >= 0 ? o.y : 0) + col, o.y >= 0);
+      }
+    } else if constexpr (KTile::kChunks == VTile::kChunks) {  // one offset read per row serves both copies
+      constexpr int kTotal = kBN * kChunks;
 #pragma unroll 4
       for (int j = 0; j < ceil_div(kTotal, kThreads); ++j) {
         const int i = tid + j * kThreads;

@@ -14,6 +14,16 @@ __device__ __forceinline__ void cp_async_16(u32 smem_addr, const void* gmem, boo
                : "memory");
 }
 
+// The same copy with the zero fill as cp.async's ignore-src predicate: no source-size operand
+// for ptxas to turn into address arithmetic around every copy. `gmem` must be an address the
+// copy could read even when it is ignored.
+__device__ __forceinline__ void cp_async_16_or_zero(u32 smem_addr, const void* gmem, bool valid) {
+  asm volatile(
+      "{\n.reg .pred ignore;\nsetp.eq.u32 ignore, %2, 0;\ncp.async.cg.shared.global [%0], [%1], 16, ignore;\n}\n" ::"r"(smem_addr),
+      "l"(gmem), "r"(u32(valid))
+      : "memory");
+}
+
 // Closes the group of copies issued since the last commit (an empty group is legal, and keeps
 // the group count the same on every iteration so the wait depths below stay constants).
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }

@@ -98,7 +98,7 @@ TEST(DecodeFamily, WgmmaPassFromSixtyFourPackedRows) {
   EXPECT_EQ(*r.tuning.BM, 64);
   EXPECT_EQ(*r.tuning.num_warps, 8);
   EXPECT_EQ(*r.tuning.BN, 128);
-  EXPECT_EQ(*r.tuning.num_kv_stages, 2);
+  EXPECT_EQ(*r.tuning.num_kv_stages, 3);
   EXPECT_EQ(readable_name(r), "fwd_sm90a_bf16_d128_none_g4_decode_q16_wgmma_bm64_bn128");
   EXPECT_EQ(*resolve(decode_config(16, 4)).tuning.consumer_warpgroups, 2);
   EXPECT_EQ(*resolve(decode_config(4, 8)).tuning.consumer_warpgroups, 0);  // 32 rows
@@ -110,6 +110,7 @@ TEST(DecodeFamily, WgmmaPassFromSixtyFourPackedRows) {
   const Config d256 = resolve(decode_config(4, 16, 256));
   EXPECT_EQ(*d256.tuning.consumer_warpgroups, 2);
   EXPECT_EQ(*d256.tuning.BN, 64);  // 128 keys of 2 x 256 columns, two stages: 288 KB
+  EXPECT_EQ(*d256.tuning.num_kv_stages, 2);
   EXPECT_LE(generate(d256).launch.smem_bytes, 232448);
   for (const char* arch : {"sm_80", "sm_100a"}) {
     Config c = decode_config(4, 16);
