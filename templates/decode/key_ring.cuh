@@ -95,6 +95,27 @@ struct KeyRing {
     }
   }
 
+  // -inf where key n0 + c is not visible from its row's token (or past the cache end), in a
+  // warp's 16 x (8 kNT) scores in the accumulator order of mma.sync and wgmma alike: row
+  // g + 8 h of this warp's row block, column 8 j + 2 t + e at s[0][j][2 h + e].
+  // (latent_wgmma.cuh keeps its own copy on its flat array: through this one its measured
+  // kernel compiles to a different schedule.)
+  template <int kNT>
+  __device__ __forceinline__ void mask_scores(float (&s)[1][kNT][4], int n0) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int tok = token_of(m0 + 16 * wm + g + 8 * h);
+      const int lo = mask.col_lo(tok) - n0, hi = mask.col_hi(tok) - n0;
+#pragma unroll
+      for (int j = 0; j < kNT; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = 8 * j + 2 * t + e;
+          if (c < lo || c >= hi) s[0][j][2 * h + e] = neg_inf();
+        }
+    }
+  }
+
   // Where packed row (tok, head) writes: its O row (one split: column 0), its slot of this split
   // in the workspace (several: partial_o[slot * dv], partial_lse[slot]), and its LSE.
   __device__ __forceinline__ typename T::OutElement* o_row(int tok, int head) const {

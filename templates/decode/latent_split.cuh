@@ -70,22 +70,6 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
     }
   }
 
-  // -inf where key n0 + c is not visible from its row's token (or past the cache end).
-  __device__ __forceinline__ void apply_mask(float (&s)[1][kNT][4], int n0) const {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int tok = token_of(m0 + 16 * wm + g + 8 * h);
-      const int lo = mask.col_lo(tok) - n0, hi = mask.col_hi(tok) - n0;
-#pragma unroll
-      for (int j = 0; j < kNT; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int c = 8 * j + 2 * t + e;
-          if (c < lo || c >= hi) s[0][j][2 * h + e] = neg_inf();
-        }
-    }
-  }
-
   __device__ __forceinline__ void compute(int n, int stage, int i) {
     // Two accumulator sets (even and odd k-steps) halve the chains of dependent mma.sync.
     float s[1][kNT][4], s_odd[1][kNT][4];
@@ -131,7 +115,7 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
         s[0][j][3] = sum.w;
       }
     }
-    if (n >= n_unmasked_hi || n < n_unmasked_lo) apply_mask(s, n * kBN);
+    if (n >= n_unmasked_hi || n < n_unmasked_lo) this->mask_scores(s, n * kBN);
     softmax.update(s, acc_o, p.softmax_scale_log2);
     u32 pa[1][kPSteps][4];
 #pragma unroll

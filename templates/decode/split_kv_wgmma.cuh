@@ -18,6 +18,7 @@
 
 #include "decode/split_kv.cuh"
 #include "sm90/ptx.cuh"
+#include "sm90/softmax.cuh"
 #include "sm90/wgmma.cuh"
 
 namespace flashjit::decode {
@@ -79,16 +80,10 @@ struct SplitKvWgmma : SplitKvPass<SplitKvWgmma<T>, T> {
     wgmma_wait<0>();  // this tile's Q K^T (the previous P V finished before the barrier)
     fence_operand(s_acc);
     auto& s = scores();
-    if (n >= n_unmasked_hi || n < n_unmasked_lo) this->apply_mask(s, n * kBN + kKeys * wn);
+    if (n >= n_unmasked_hi || n < n_unmasked_lo) this->mask_scores(s, n * kBN + kKeys * wn);
     softmax.update(s, acc_o, score_scale_log2);
     u32 pa[kPSteps][4];
-#pragma unroll
-    for (int kk = 0; kk < kPSteps; ++kk) {
-      pa[kk][0] = pack2<E>(s[0][2 * kk][0], s[0][2 * kk][1]);
-      pa[kk][1] = pack2<E>(s[0][2 * kk][2], s[0][2 * kk][3]);
-      pa[kk][2] = pack2<E>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-      pa[kk][3] = pack2<E>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
-    }
+    sm90::OnlineSoftmax<kKeys>::template pack_probabilities<E>(s_acc, pa);
     // O += P V: V MN-major (64-column panels kBN rows apart), this warpgroup's key rows, 16 a
     // step; waited for before the next tile's barrier.
     const u32 v = smem_base + kR.v_offset + stage * kR.v_stage_bytes + wn * kKeys * 128;
