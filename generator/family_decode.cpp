@@ -5,8 +5,9 @@
 // which merges the splits. The split count is chosen per launch (runtime/host_decode.cpp)
 // unless tuning.splitk_partitions names one. On sm_90a, 16-bit caches whose packed rows fill a
 // 64-row tile take a wgmma split pass (split_kv_wgmma.cuh, tuning.consumer_warpgroups 1 or 2:
-// warpgroups that split each key tile's keys) with the same loads, softmax and merge. fp8 caches (e4m3, e5m2) keep K/V in fp8 through
-// shared memory and widen them in registers (templates/decode/kv_operands.cuh), on every target.
+// warpgroups that split each key tile's keys) with the same loads, softmax and merge. fp8
+// caches (e4m3, e5m2) keep K/V in fp8 through shared memory and widen them in registers
+// (templates/decode/kv_operands.cuh), on every target.
 // A shared K/V cache (kv_layout.shared_kv, MLA's latent cache: V is the first head_dim.v columns
 // of K) takes its own split pass with the same combine: mma.sync warps (latent_split.cuh) on every
 // target, or on sm_90a two wgmma warpgroups sharing a 64-row tile (latent_wgmma.cuh,
@@ -22,6 +23,8 @@
 #include "generator/wgmma_emitter.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 namespace flashjit {
 
@@ -56,6 +59,12 @@ constexpr int kWgmmaKeys = 64;
 // P V one wgmma wide.
 bool wgmma_shapes(const Config& c) {
   return !is_float8(c.dtype.qkv) && c.head_dim.qk % 64 == 0 && c.head_dim.v % 64 == 0 && c.head_dim.v <= 256;
+}
+
+// The rule both passes' warpgroups share: wgmma exists on sm_90a only.
+std::optional<std::string> wgmma_target_issue(const ArchInfo& arch) {
+  if (arch.has_wgmma()) return std::nullopt;
+  return "wgmma warpgroups need an sm_90a target (" + arch.name + " has none)";
 }
 
 int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
@@ -153,8 +162,8 @@ class DecodeFamily final : public KernelFamily {
     if (warps != 4 && warps != 8) bad("num_warps", warps, "must be 4 or 8");
     if (cwg < 0 || cwg > 2)
       bad("consumer_warpgroups", cwg, "must be 0 (mma.sync warps), 1 or 2 (wgmma warpgroups that split each key tile)");
-    else if (cwg > 0 && !arch.has_wgmma())
-      bad("consumer_warpgroups", cwg, "wgmma warpgroups need an sm_90a target (" + arch.name + " has none)");
+    else if (auto target = wgmma_target_issue(arch); cwg > 0 && target)
+      bad("consumer_warpgroups", cwg, *target);
     else if (cwg > 0 && !wgmma_shapes(c))
       bad("consumer_warpgroups", cwg, "the wgmma pass reads 16-bit caches with head dims that are multiples of 64, v up to 256");
     else if (cwg > 0) {
@@ -274,8 +283,8 @@ class DecodeFamily final : public KernelFamily {
     if (bn < 16 || bn > 128 || bn % 16) bad("BN", bn, "must be a multiple of 16 from 16 to 128");
     if (cwg != 0 && cwg != 2)
       bad("consumer_warpgroups", cwg, "must be 0 (mma.sync warps) or 2 (two wgmma warpgroups share a 64-row tile)");
-    else if (cwg == 2 && !arch.has_wgmma())
-      bad("consumer_warpgroups", cwg, "wgmma warpgroups need an sm_90a target (" + arch.name + " has none)");
+    else if (auto target = wgmma_target_issue(arch); cwg == 2 && target)
+      bad("consumer_warpgroups", cwg, *target);
     else if (cwg == 2) {
       if (bm != 64) bad("BM", bm, "must be 64 with two wgmma warpgroups (one 64-row wgmma tile)");
       if (warps != 8) bad("num_warps", warps, "must be 8 with two wgmma warpgroups");
