@@ -53,6 +53,14 @@ const char* to_string(Scheduler s) {
   }
   return "?";
 }
+const char* to_string(KvLoads l) {
+  switch (l) {
+    case KvLoads::automatic: return "auto";
+    case KvLoads::cp_async: return "cp_async";
+    case KvLoads::tma: return "tma";
+  }
+  return "?";
+}
 int dtype_bytes(DType d) { return element_type(d).bytes; }
 
 // ---- errors -----------------------------------------------------------------------------------
@@ -102,6 +110,8 @@ const EnumName<Scheduler> kSchedulers[] = {{Scheduler::automatic, "auto"},
                                            {Scheduler::transient, "transient"},
                                            {Scheduler::persistent, "persistent"},
                                            {Scheduler::dynamic, "dynamic"}};
+const EnumName<KvLoads> kKvLoads[] = {{KvLoads::automatic, "auto"}, {KvLoads::cp_async, "cp_async"},
+                                      {KvLoads::tma, "tma"}};
 
 std::string show(const json& v) { return json_excerpt(v); }
 
@@ -230,6 +240,7 @@ void parse_tuning(const json& j, std::vector<ConfigIssue>& issues, Tuning& t) {
   r.read_enum("scheduler", kSchedulers, t.scheduler);
   r.read_int("consumer_warpgroups", t.consumer_warpgroups);
   r.read_int("num_warps", t.num_warps);
+  r.read_enum("kv_loads", kKvLoads, t.kv_loads);
   r.read_int("seqlen_hint", t.seqlen_hint);
   r.read_int("max_seqlen_q", t.max_seqlen_q);
   r.check_unknown();
@@ -348,6 +359,7 @@ json to_json(const Config& c) {
   if (tu.scheduler) t["scheduler"] = to_string(*tu.scheduler);
   if (tu.consumer_warpgroups) t["consumer_warpgroups"] = *tu.consumer_warpgroups;
   if (tu.num_warps) t["num_warps"] = *tu.num_warps;
+  if (tu.kv_loads) t["kv_loads"] = to_string(*tu.kv_loads);
   if (tu.seqlen_hint) t["seqlen_hint"] = *tu.seqlen_hint;
   if (tu.max_seqlen_q) t["max_seqlen_q"] = *tu.max_seqlen_q;
 

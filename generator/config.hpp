@@ -20,12 +20,16 @@ enum class Mask { none, causal, sliding_window };
 enum class ScaleGranularity { none, per_tensor, per_head, per_token };
 enum class Family { automatic, sm80, sm90, sm100, decode };
 enum class Scheduler { automatic, transient, persistent, dynamic };
+// How the decode family brings K/V tiles into shared memory: 16-byte cp.async gathers (any page
+// size, any GPU) or TMA boxes (sm_90a; whole pages of at least 8 rows, or a contiguous cache).
+enum class KvLoads { automatic, cp_async, tma };
 
 const char* to_string(DType);
 const char* to_string(Mask);
 const char* to_string(ScaleGranularity);
 const char* to_string(Family);
 const char* to_string(Scheduler);
+const char* to_string(KvLoads);
 int dtype_bytes(DType);
 
 struct DTypes {
@@ -77,6 +81,7 @@ struct Tuning {
   std::optional<Scheduler> scheduler;
   std::optional<int> consumer_warpgroups;  // sm90: MMA warpgroups (BM / 64)
   std::optional<int> num_warps;            // sm80: warps per CTA
+  std::optional<KvLoads> kv_loads;         // decode: cp.async gathers or TMA boxes
   // The key length the kernel is expected to see: tiles left unset are chosen for it. Read by
   // resolve() and not kept in the resolved config, which names the tiles themselves.
   std::optional<int> seqlen_hint;

@@ -67,10 +67,33 @@ std::optional<std::string> wgmma_target_issue(const ArchInfo& arch) {
   return "wgmma warpgroups need an sm_90a target (" + arch.name + " has none)";
 }
 
+bool tma_loads(const Config& c) { return c.tuning.kv_loads == KvLoads::tma; }
+
+// Why a GQA cache's K/V tiles of BN keys cannot arrive as TMA boxes (nullopt: they can). A box
+// lands as 128-byte swizzled panels, the layout the passes read; one box takes a page's rows of
+// one panel (pages of at least 8 rows keep the swizzle's 8-row period whole) or, where a tile
+// lies inside one page or the cache is contiguous, the whole tile.
+std::optional<std::string> tma_issue(const Config& c, const ArchInfo& arch, int bn) {
+  if (!arch.has_wgmma()) return "TMA loads need an sm_90a target (" + arch.name + " has none)";
+  const int e = kv_bytes(c);
+  if ((c.head_dim.qk * e) % 128 || (c.head_dim.v * e) % 128)
+    return "TMA boxes fill whole 128-byte panels: head dims " + std::to_string(c.head_dim.qk) + "/" +
+           std::to_string(c.head_dim.v) + " are not multiples of " + std::to_string(128 / e) + " elements";
+  if (c.scales.k == ScaleGranularity::per_token)
+    return "per-token K scales come with the cp_async loads (beside each row's offsets)";
+  const int page = c.kv_layout.page_size;
+  if (c.kv_layout.paged && page < 8)
+    return "pages of " + std::to_string(page) + " rows are below a TMA box's 8-row swizzle period (cp_async gathers take them)";
+  if (c.kv_layout.paged && page % bn && bn % page)
+    return "a tile of BN " + std::to_string(bn) + " keys must hold whole pages of " + std::to_string(page) +
+           " rows or lie inside one";
+  return std::nullopt;
+}
+
 int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
   if (shared_kv(c)) return decode::latent_regions({bm, bn, c.head_dim.qk, warps, stages, exchange_slots(c)}).total;
   return decode::smem_regions({bm, bn, c.head_dim.qk, c.head_dim.v, warps, stages, kv_bytes(c),
-                               c.scales.k == ScaleGranularity::per_token})
+                               c.scales.k == ScaleGranularity::per_token, tma_loads(c)})
       .total;
 }
 
@@ -129,6 +152,15 @@ class DecodeFamily final : public KernelFamily {
     if (!t.num_warps) t.num_warps = 4;
     const int warps_n = std::max(1, *t.num_warps / std::max(1, *t.BM / 16));
     if (!t.BN) t.BN = std::max(64, 16 * warps_n);
+    if (!t.kv_loads) {
+      // TMA boxes for fp8 caches, whose widening math needs the issue slots the gathers take;
+      // 16-bit caches keep the gathers, which read faster (H200, d128, 32/8 heads, 32k keys,
+      // sustained, 2026-12-03: e4m3 page 16, 1/4 tokens at batch 8 and 32: TMA 3343/3223 and
+      // 3695/3371 GB/s against 3093/2989 and 3409/3151; bf16 1 token at batch 8/32: TMA 3970/4166
+      // against 4357/4565 at page 16, 4011/4206 against 4361/4538 contiguous).
+      const bool tma = is_float8(c.dtype.qkv) && !tma_issue(c, arch, *t.BN);
+      t.kv_loads = tma ? KvLoads::tma : KvLoads::cp_async;
+    }
     if (!t.num_kv_stages) {
       // fp8 caches take the stage count a 16-bit cache of the same shape gets (half the ring's
       // bytes): more CTAs fit an SM, and their widening math needs the warps more than the
@@ -170,6 +202,8 @@ class DecodeFamily final : public KernelFamily {
       if (bm != 64) bad("BM", bm, "must be 64 with wgmma warpgroups (one 64-row wgmma tile)");
       if (warps != 4 * cwg) bad("num_warps", warps, "must be 4 x consumer_warpgroups (" + std::to_string(4 * cwg) + ")");
     }
+    if (*t.kv_loads == KvLoads::tma)
+      if (auto why = tma_issue(c, arch, bn)) issues.push_back({"tuning.kv_loads", "\"tma\"", *why});
     if (!issues.empty()) return;
     if (warps % (bm / 16))
       bad("num_warps", warps, "must be a multiple of BM / 16 (" + std::to_string(bm / 16) + "): each 16-row block gets the same number of warps");
@@ -207,7 +241,9 @@ class DecodeFamily final : public KernelFamily {
                                  {"kStages", std::to_string(*t.num_kv_stages)},
                                  {"kMaxSeqlenQ", std::to_string(*t.max_seqlen_q)},
                                  {"kThreads", std::to_string(threads)},
-                                 {"kSmemBytes", std::to_string(s.launch.smem_bytes)}};
+                                 {"kSmemBytes", std::to_string(s.launch.smem_bytes)},
+                                 {"kTmaKv", tma_loads(c) ? "true" : "false"}};
+    s.launch.uses_tma = tma_loads(c);
     if (latent) constants.push_back({"kExchangeSlots", std::to_string(exchange_slots(c))});
     s.unit = emit::unit_header(s.name, c) + emit::traits_struct(c, constants) +
              (wgmma ? "#include \"sm90/wgmma.cuh\"\n\n" +
@@ -281,6 +317,8 @@ class DecodeFamily final : public KernelFamily {
     };
     const int bm = *t.BM, warps = *t.num_warps, bn = *t.BN, cwg = *t.consumer_warpgroups;
     if (bn < 16 || bn > 128 || bn % 16) bad("BN", bn, "must be a multiple of 16 from 16 to 128");
+    if (t.kv_loads == KvLoads::tma)
+      issues.push_back({"tuning.kv_loads", "\"tma\"", "the latent passes gather their tiles with cp.async"});
     if (cwg != 0 && cwg != 2)
       bad("consumer_warpgroups", cwg, "must be 0 (mma.sync warps) or 2 (two wgmma warpgroups share a 64-row tile)");
     else if (auto target = wgmma_target_issue(arch); cwg == 2 && target)

@@ -202,6 +202,7 @@ class Sm90Family final : public KernelFamily {
                         "pair_cta clusters take their tiles from a static order: use \"persistent\" or "
                         "\"transient\""});
     rules::not_for_family(t.num_warps, "num_warps", kName, issues);
+    rules::not_for_family(t.kv_loads, "kv_loads", kName, issues);
     if (!issues.empty()) return;
     Sm90Tile tile{cwg, *t.BN, *t.num_kv_stages};
     int smem = smem_plan(c, tile, arch).bytes;

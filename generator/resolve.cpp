@@ -102,6 +102,7 @@ Config with_family_tuning(const Config& c, Family f, const ArchInfo& arch) {
   Config r = c;
   r.tuning.family = f;
   if (r.tuning.scheduler == Scheduler::automatic) r.tuning.scheduler.reset();
+  if (r.tuning.kv_loads == KvLoads::automatic) r.tuning.kv_loads.reset();
   family(f).resolve_tuning(r, arch);
   r.tuning.seqlen_hint.reset();
   if (f != Family::decode) r.tuning.max_seqlen_q.reset();  // only decode tiles depend on it
@@ -194,6 +195,7 @@ std::string readable_name(const Config& r) {
   if (t.max_seqlen_q) add("_q", num(*t.max_seqlen_q));
   if (r.kv_layout.shared_kv) add("_latent", "");
   if (t.family == Family::decode && t.consumer_warpgroups.value_or(0) > 0) add("_wgmma", "");
+  if (t.kv_loads == KvLoads::tma) add("_tma", "");
   if (t.BM && t.BN) {
     add("_bm", num(*t.BM));
     add("_bn", num(*t.BN));

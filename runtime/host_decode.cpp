@@ -1,8 +1,11 @@
 // Host side of the decode family: packed-row blocks, the split count (decode_splits.hpp), the
-// workspace of the splits' partial outputs, and the combine pass that merges them.
+// workspace of the splits' partial outputs, the combine pass that merges them, and the K/V
+// descriptors of TMA loads (tuning.kv_loads "tma").
 #include "decode/combine_shape.cuh"
+#include "generator/element_types.hpp"
 #include "runtime/decode_splits.hpp"
 #include "runtime/family_host.hpp"
+#include "runtime/tensor_map.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -73,15 +76,41 @@ class DecodeHost final : public FamilyHost {
     return plan;
   }
 
-  void finish(const Config& c, const LaunchInfo&, const AttentionArgs&, void* workspace,
+  void finish(const Config& c, const LaunchInfo& launch, const AttentionArgs& a, void* workspace,
               LaunchPlan& plan) const override {
-    if (plan.workspace_bytes == 0) return;
     AttentionParams& p = plan.params;
+    if (launch.uses_tma && plan.num_passes > 0) encode_kv_descriptors(c, launch, a, p);
+    if (plan.workspace_bytes == 0) return;
     p.partial_o = static_cast<float*>(workspace);
     p.partial_lse = p.partial_o + o_floats(c, p);
   }
 
  private:
+  // K and V as the split pass's boxes read them (key_ring.cuh): a paged cache as [num_pages,
+  // page_size, heads_k, d] with a box of one panel of a page's rows, or the whole tile where a
+  // tile lies inside a page; a contiguous cache as [batch, seqlen_k, heads_k, d] (ragged: all
+  // rows as one entry) with a box of the whole tile. A box past the outer axis reads zeros.
+  static void encode_kv_descriptors(const Config& c, const LaunchInfo& launch, const AttentionArgs& a,
+                                    AttentionParams& p) {
+    const DType e = c.dtype.qkv;
+    const int bn = launch.block_n, panel = panel_elements(e);
+    const bool paged = c.kv_layout.paged;
+    const int box_rows = paged ? std::min(bn, c.kv_layout.page_size) : bn;
+    auto tensor = [&](const Tensor& t, int dim) {
+      TmaTensor m{t.data, e, 0, dim, a.heads_k, 0, t.row_stride, t.head_stride, t.batch_stride};
+      if (paged) {
+        m.rows = c.kv_layout.page_size;
+        m.batch = std::max(1, a.num_pages);
+      } else {
+        m.rows = std::max<int64_t>(1, c.varlen ? a.total_k : a.seqlen_k);
+        m.batch = c.varlen ? 1 : a.batch;
+      }
+      return encode_tma(m, box_rows, box_rows == bn ? dim / panel : 1);
+    };
+    p.tma_k = tensor(a.k, c.head_dim.qk);
+    p.tma_v = tensor(a.v, c.head_dim.v);
+  }
+
   static size_t o_floats(const Config& c, const AttentionParams& p) {
     return size_t(p.num_splits) * p.rows_q * p.heads_q * c.head_dim.v;
   }

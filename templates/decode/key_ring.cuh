@@ -12,6 +12,13 @@
 // registers a tile before that (fetch_rows): no thread waits on a page-table read, neither
 // between its copies nor before its math.
 //
+// TMA (T::kTmaKv, sm_90a): K/V tiles arrive instead as TMA boxes in the same swizzled layout,
+// issued by the lanes of warp 0, each of which holds one page's table entry a tile ahead, and
+// complete on one mbarrier per ring stage; pages past the cache end (and entries that name no
+// page) are read out of the tensor's bounds, which TMA fills with zeros. Rows of a tile's pages
+// past the cache end hold whatever the cache holds there, so the pass clears V's (K's are
+// masked) before the tile's barrier.
+//
 // The derived pass provides kR (its regions: rows_offset, rows_slot_bytes, flag_offset),
 // second_tensor() (the tensor of each row's second offset), row_written(n, r, j) (after row r of
 // tile n is planned), load_q(), load_kv(stage), tile_arrived(i) (tile i and Q are visible) and
@@ -25,6 +32,9 @@
 #include "common/seqinfo.cuh"
 #include "common/types.cuh"
 #include "sm80/cp_async.cuh"
+#if __CUDA_ARCH__ >= 900
+#include "sm90/ptx.cuh"
+#endif
 
 namespace flashjit::decode {
 
@@ -36,6 +46,11 @@ struct KeyRing {
   static constexpr int kWarpsM = kBM / 16;
   static constexpr int kRowsPerThread = ceil_div(kBN, kThreads);  // key rows each thread plans
   using Kv = KvCache<T::kVarlen, T::kPaged, T::kPageSize>;
+  // TMA: rows per box (a page's, or the whole tile's) and boxes per tile and panel, one a lane.
+  static constexpr bool kTma = T::kTmaKv;
+  static constexpr int kBoxRows = T::kPaged && T::kPageSize < kBN ? T::kPageSize : kBN;
+  static constexpr int kBoxes = kBN / kBoxRows;
+  static_assert(!kTma || (kBoxRows >= 8 && kBN % kBoxRows == 0 && kBoxes <= 32), "TMA boxes of whole pages");
 
   static_assert(kStages >= 2, "a ring of at least two key stages");
 
@@ -173,8 +188,43 @@ struct KeyRing {
     return true;
   }
 
+  // TMA: the mbarrier of ring stage `stage`.
+  __device__ __forceinline__ u32 stage_barrier(int stage) const {
+    return smem_base + Derived::kR.barrier_offset + 8 * stage;
+  }
+
+  // TMA: the page-table entry of lane `lane`'s box of key tile n (warp 0; -1 for a box past the
+  // cache end or a lane without one; 0 for contiguous caches).
+  __device__ __forceinline__ int box_entry(int n) const {
+    const int j = n * kBN + lane * kBoxRows;
+    return lane < kBoxes && j < kv.seqlen_k ? kv.page_entry(j) : -1;
+  }
+
+  // TMA: the coordinates of lane `lane`'s box of key tile n along the row and outer axes (the
+  // page and its row, or the entry and its key), from its entry. A box past the cache end, or
+  // whose entry names no page (which raises the flag), reads past the outer axis: zeros.
+  __device__ __forceinline__ void box_place(int n, int entry, int& row, int& outer) const {
+    const int j = n * kBN + lane * kBoxRows;
+    if constexpr (T::kPaged) {
+      const bool ok = unsigned(entry) < unsigned(kv.num_pages);
+      if (!ok && j < kv.seqlen_k) *bad_page_flag() = 1;
+      row = j % T::kPageSize;
+      outer = ok && j < kv.seqlen_k ? entry : 1 << 30;  // past any cache (also one of no pages)
+    } else {
+      row = kv.k_start + j;
+      outer = T::kVarlen ? 0 : b;
+    }
+  }
+
   // Q, then the ring over tiles [n_begin, n_end), each tile's math as soon as it has arrived.
   __device__ __forceinline__ void main_loop() {
+    if constexpr (kTma)
+      main_loop_tma();
+    else
+      main_loop_cp_async();
+  }
+
+  __device__ __forceinline__ void main_loop_cp_async() {
     self().load_q();  // joins the first tile's commit group (or is synchronous)
     // Row offsets of the first kStages tiles (their page-table reads issued together), one
     // barrier, then the first kStages - 1 tiles' copies.
@@ -213,6 +263,47 @@ struct KeyRing {
       }
       self().compute(n_begin + i, i % kStages, i);
     }
+  }
+
+  // The same ring with TMA boxes: warp 0 issues tile i + kStages - 1 into the stage tile i - 1
+  // left, after the barrier that says every warp is done with it.
+  __device__ __forceinline__ void main_loop_tma() {
+#if __CUDA_ARCH__ >= 900
+    if (tid == 0) {
+#pragma unroll
+      for (int s = 0; s < kStages; ++s) sm90::mbar_init(stage_barrier(s), 1);
+      sm90::fence_barrier_init();
+    }
+    self().load_q();
+    sm80::cp_async_commit();
+    __syncthreads();  // the barriers are initialised
+    int ahead = -1;   // warp 0: the entry of the tile issued next
+    if (warp == 0) {
+      int first[kStages - 1];
+#pragma unroll
+      for (int s = 0; s < kStages - 1; ++s) first[s] = n_begin + s < n_end ? box_entry(n_begin + s) : -1;
+#pragma unroll
+      for (int s = 0; s < kStages - 1; ++s)
+        if (n_begin + s < n_end) self().issue_tile(n_begin + s, s, first[s]);
+      if (n_begin + kStages - 1 < n_end) ahead = box_entry(n_begin + kStages - 1);
+    }
+#pragma unroll 1
+    for (int i = 0; n_begin + i < n_end; ++i) {
+      const int n = n_begin + i, stage = i % kStages;
+      sm90::mbar_wait(stage_barrier(stage), u32(i / kStages) & 1u);
+      if (i == 0) sm80::cp_async_wait<0>();
+      if ((n + 1) * kBN > kv.seqlen_k) self().clear_rows_past_end(n, stage);
+      self().tile_landed();
+      __syncthreads();
+      self().tile_arrived(i);
+      const int next = n + kStages - 1;
+      if (warp == 0 && next < n_end) {
+        self().issue_tile(next, (i + kStages - 1) % kStages, ahead);
+        if (next + 1 < n_end) ahead = box_entry(next + 1);
+      }
+      self().compute(n, stage, i);
+    }
+#endif
   }
 };
 

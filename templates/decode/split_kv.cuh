@@ -60,7 +60,7 @@ struct SplitKvPass : KeyRing<Derived, T> {
   using Base::b, Base::hk, Base::m0, Base::rows, Base::seq, Base::kv, Base::mask, Base::tid,
       Base::warp, Base::lane, Base::wm, Base::wn, Base::g, Base::t, Base::n_begin, Base::n_end, Base::n_unmasked_lo,
       Base::n_unmasked_hi, Base::p, Base::smem, Base::smem_base, Base::token_of, Base::head_of, Base::bad_page_flag,
-      Base::row_slot, Base::kThreads, Base::kRowsPerThread;
+      Base::row_slot, Base::kThreads, Base::kRowsPerThread, Base::kBoxRows, Base::kBoxes;
   using E = typename T::Element;
   using OE = typename T::OutElement;
   static constexpr int kBM = T::kBlockM, kBN = T::kBlockN, kWarps = T::kNumWarps;
@@ -80,7 +80,7 @@ struct SplitKvPass : KeyRing<Derived, T> {
   static constexpr int kChunkElems = ElementTraits<E>::kChunkElems;  // per 16-byte cp.async
   using Softmax = sm80::OnlineSoftmax<1, kThreads, false>;
   static constexpr SmemRegions kR =
-      smem_regions({kBM, kBN, kDQK, kDV, kWarps, kStages, int(sizeof(E)), kKeyScales});
+      smem_regions({kBM, kBN, kDQK, kDV, kWarps, kStages, int(sizeof(E)), kKeyScales, T::kTmaKv});
 
   static_assert(T::kThreads == kThreads, "threads");
   static_assert(kR.total == T::kSmemBytes, "host and device disagree on the shared-memory size");
@@ -192,6 +192,42 @@ struct SplitKvPass : KeyRing<Derived, T> {
       copy_tile<KTile, &longlong2::x>(ks, kbase, rows);
       copy_tile<VTile, &longlong2::y>(vs, vbase, rows);
     }
+  }
+
+  // TMA (key_ring.cuh): warp 0 issues key tile n's K and V boxes into ring stage `stage`, lane l
+  // the l-th box of each panel with `entry`, its page's table entry. A box of the whole tile
+  // (kBoxRows = kBN) takes every panel at once: the descriptors' third axis steps over them.
+  __device__ __forceinline__ void issue_tile(int n, int stage, int entry) const {
+#if __CUDA_ARCH__ >= 900
+    const u32 bar = this->stage_barrier(stage);
+    if (lane == 0) sm90::mbar_arrive_expect_tx(bar, u32(kR.k_stage_bytes + kR.v_stage_bytes));
+    __syncwarp();
+    if (lane >= kBoxes) return;
+    int row, outer;
+    this->box_place(n, entry, row, outer);
+    const u32 ks = smem_base + kR.k_offset + stage * kR.k_stage_bytes + lane * kBoxRows * 128;
+    const u32 vs = smem_base + kR.v_offset + stage * kR.v_stage_bytes + lane * kBoxRows * 128;
+    const u64 once = sm90::policy_evict_first();  // each byte is read once
+    constexpr int kWhole = kBoxRows == kBN;
+    constexpr int kKPanels = kWhole ? 1 : KTile::kFullPanels, kVPanels = kWhole ? 1 : VTile::kFullPanels;
+#pragma unroll
+    for (int c = 0; c < kKPanels; ++c)
+      sm90::tma_load_5d(ks + c * kBN * 128, &p.tma_k, bar, 0, row, c, hk, outer, once);
+#pragma unroll
+    for (int c = 0; c < kVPanels; ++c)
+      sm90::tma_load_5d(vs + c * kBN * 128, &p.tma_v, bar, 0, row, c, hk, outer, once);
+#endif
+  }
+
+  // TMA: V rows of key tile n from the cache end on are zeroed (P is 0 there, but the cache's
+  // bytes past its end need not be finite numbers).
+  __device__ __forceinline__ void clear_rows_past_end(int n, int stage) const {
+    const int first = kv.seqlen_k - n * kBN;
+    const u32 vs = smem_base + kR.v_offset + stage * kR.v_stage_bytes;
+    constexpr int kChunks = VTile::kChunks;
+    for (int i = tid + first * kChunks; i < kBN * kChunks; i += kThreads)
+      asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(vs + VTile::offset(i / kChunks, i % kChunks)), "r"(0u)
+                   : "memory");
   }
 
   __device__ __forceinline__ void compute(int n, int stage, int) {

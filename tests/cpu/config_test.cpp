@@ -64,7 +64,8 @@ TEST(Config, EqualityAndHashFollowTheCanonicalForm) {
   json full = base();
   full["tuning"] = json::parse(R"({"family": "sm90", "BM": 128, "BN": 128, "num_kv_stages": 2,
       "num_qk_stages": 1, "num_pv_stages": 1, "swizzle": 128, "pair_cta": false,
-      "splitk_partitions": 1, "scheduler": "dynamic", "consumer_warpgroups": 2, "seqlen_hint": 512})");
+      "splitk_partitions": 1, "scheduler": "dynamic", "consumer_warpgroups": 2, "seqlen_hint": 512,
+      "kv_loads": "tma"})");
   const Config c = parse_config(full);
   EXPECT_TRUE(c == parse_config(to_json(c)));
   EXPECT_EQ(ConfigHash()(c), ConfigHash()(parse_config(to_json(c))));
@@ -72,7 +73,7 @@ TEST(Config, EqualityAndHashFollowTheCanonicalForm) {
   const json canonical = to_json(c);
   const json flat = canonical.flatten();
   const std::vector<json> alternatives = {64, true, "fp16", "bf16", "none", "per_head", "sm80", "persistent",
-                                          "sliding_window"};
+                                          "sliding_window", "cp_async"};
   int changed = 0;
   for (const auto& [path, value] : flat.items()) {
     if (path == "/schema") continue;

@@ -88,6 +88,80 @@ TEST(DecodeFamily, RulesNameTheField) {
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_kv_stages"});
 }
 
+// sm_90a brings fp8 caches' K/V tiles in as TMA boxes where a box can take them: a contiguous
+// cache, or pages of at least 8 rows that a tile holds whole or lies inside, in whole 128-byte
+// panels without per-token K scales; cp.async gathers everywhere else, and for 16-bit caches
+// unless tuning.kv_loads names TMA.
+TEST(DecodeFamily, TmaLoadsForFp8CachesWhereBoxesFit) {
+  auto paged = [](int page, DType dtype = DType::e4m3, int d = 128) {
+    Config c = decode_config(4, 1, d);
+    c.dtype.qkv = dtype;
+    if (dtype == DType::e4m3) c.dtype.out = DType::bf16;
+    c.kv_layout = {true, page};
+    return c;
+  };
+  auto loads = [](const Config& c) { return *resolve(c).tuning.kv_loads; };
+  Config contiguous = decode_config(4, 1);
+  contiguous.dtype = {DType::e4m3, DType::bf16};
+  EXPECT_EQ(loads(contiguous), KvLoads::tma);
+  for (int page : {8, 16, 64, 256}) EXPECT_EQ(loads(paged(page)), KvLoads::tma) << page;
+  for (int page : {1, 2, 4}) EXPECT_EQ(loads(paged(page)), KvLoads::cp_async) << page;
+  EXPECT_EQ(loads(paged(16, DType::e4m3, 64)), KvLoads::cp_async);  // 64 bytes a row
+  EXPECT_EQ(loads(paged(16, DType::bf16)), KvLoads::cp_async);      // 16-bit: gathers
+  EXPECT_EQ(loads(decode_config(4, 16)), KvLoads::cp_async);
+  Config per_token = paged(16);
+  per_token.scales = {ScaleGranularity::per_token, ScaleGranularity::per_token, ScaleGranularity::per_tensor};
+  per_token.dtype.scale = DType::fp32;
+  EXPECT_EQ(loads(per_token), KvLoads::cp_async);
+  Config ampere = paged(16);
+  ampere.arch = "sm_80";
+  EXPECT_EQ(loads(ampere), KvLoads::cp_async);
+  const Config r = resolve(paged(16));
+  EXPECT_EQ(readable_name(r), "fwd_sm90a_e4m3_d128_obf16_none_g4_paged16_decode_q1_tma_bm16_bn64");
+  const KernelSource s = generate(r);
+  EXPECT_TRUE(s.launch.uses_tma);
+  EXPECT_NE(s.unit.find("kTmaKv = true"), std::string::npos);
+  EXPECT_FALSE(generate(resolve(ampere)).launch.uses_tma);
+  // 16-bit caches take TMA where it is named, with 96 and 128 columns' panels as the rules say.
+  Config named = paged(16, DType::bf16);
+  named.tuning.kv_loads = KvLoads::tma;
+  const KernelSource sn = generate(resolve(named));
+  EXPECT_TRUE(sn.launch.uses_tma);
+  // No row offsets in TMA's ring: less shared memory than the same tile's gathers.
+  Config gathers = paged(16, DType::bf16);
+  EXPECT_LT(sn.launch.smem_bytes, generate(resolve(gathers)).launch.smem_bytes);
+}
+
+TEST(DecodeFamily, TmaRulesNameTheField) {
+  auto tma = [](Config c) {
+    c.tuning.kv_loads = KvLoads::tma;
+    return c;
+  };
+  EXPECT_TRUE(check_config(tma(decode_config(4, 1))).empty());
+  Config c = tma(decode_config(4, 1));
+  c.arch = "sm_80";
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.kv_loads"});
+  c = tma(decode_config(4, 1));
+  c.kv_layout = {true, 4};
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.kv_loads"});
+  c = tma(decode_config(4, 1));
+  c.kv_layout = {true, 128};
+  c.tuning.BN = 192;  // pages of 128 straddle tiles of 192 keys
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.kv_loads"});
+  c.tuning.kv_loads = KvLoads::cp_async;
+  EXPECT_TRUE(check_config(c).empty());
+  c = tma(decode_config(4, 1, 96));
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.kv_loads"});
+  c = tma(decode_config(4, 1));
+  c.tuning.family = Family::sm90;
+  c.tuning.max_seqlen_q.reset();
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.kv_loads"});
+  c = tma(decode_config(4, 1));
+  c.tuning.family = Family::sm80;
+  c.tuning.max_seqlen_q.reset();
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.kv_loads"});
+}
+
 // sm_90a gives 16-bit caches whose packed rows fill a 64-row tile the wgmma pass: two
 // warpgroups of 64 keys each by default, one if four warps are named; fewer keys where two stages
 // would not fit; mma.sync below 64 rows, for fp8, for head dims off 64-column panels, on other
@@ -111,6 +185,9 @@ TEST(DecodeFamily, WgmmaPassFromSixtyFourPackedRows) {
   EXPECT_EQ(*d256.tuning.consumer_warpgroups, 2);
   EXPECT_EQ(*d256.tuning.BN, 64);  // 128 keys of 2 x 256 columns, two stages: 288 KB
   EXPECT_EQ(*d256.tuning.num_kv_stages, 2);
+  Config d256_tma = decode_config(4, 16, 256);
+  d256_tma.tuning.kv_loads = KvLoads::tma;
+  EXPECT_EQ(*resolve(d256_tma).tuning.BN, 96);  // TMA's ring keeps no row offsets: 96 keys fit two stages
   EXPECT_LE(generate(d256).launch.smem_bytes, 232448);
   for (const char* arch : {"sm_80", "sm_100a"}) {
     Config c = decode_config(4, 16);
@@ -167,10 +244,12 @@ TEST(DecodeFamily, Fp8CachesTakeEveryScaleGranularity) {
   c.dtype.qkv = DType::e4m3;
   c.dtype.scale = DType::bf16;
   c.scales = {ScaleGranularity::per_token, ScaleGranularity::per_token, ScaleGranularity::per_head};
+  c.tuning.kv_loads = KvLoads::cp_async;  // the region arithmetic of the gathers' ring
   const Config r = resolve(c);
   EXPECT_EQ(*r.tuning.family, Family::decode);
   Config bf16 = decode_config(4, 1);
   bf16.kv_layout = {true, 16};
+  bf16.tuning.kv_loads = KvLoads::cp_async;
   const Config rb = resolve(bf16);
   EXPECT_EQ(*r.tuning.num_kv_stages, *rb.tuning.num_kv_stages);
   EXPECT_EQ(generate(resolve(bf16)).launch.smem_bytes - generate(r).launch.smem_bytes,

@@ -102,6 +102,9 @@ TEST(LatentDecode, RulesNameTheField) {
   c.tuning.BN = 24;
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.BN"});
   c = mla(16, 1);
+  c.tuning.kv_loads = KvLoads::tma;  // latent tiles are gathered with cp.async
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.kv_loads"});
+  c = mla(16, 1);
   c.tuning.num_kv_stages = 6;  // 6 x 36 KB of latent rows
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_kv_stages"});
   // The wgmma pass: sm_90a only, one 64-row tile of 8 warps.

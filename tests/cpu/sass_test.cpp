@@ -96,31 +96,35 @@ TEST_F(Sass, Sm80KernelsIssueHmmaNotHgmma) {
   EXPECT_EQ(count(sass, "UTMALDG"), 0u);
 }
 
-// Decode kernels gather K/V with cp.async (LDGSTS) and compute on mma.sync (HMMA) on every
-// target; the module holds the combine pass too. On sm_90a the combine is the split pass's
-// programmatic dependent: the split pass lets it launch (PREEXIT) and it waits for the split
-// pass's completion (ACQBULK); sm_80 has neither.
-TEST_F(Sass, DecodeKernelsGatherWithCpAsyncAndIssueHmma) {
-  for (const char* arch : {"sm_80", "sm_90a"}) {
+// Decode kernels compute on mma.sync (HMMA) on every target and gather K/V with cp.async
+// (LDGSTS), or on sm_90a load them as TMA boxes (UTMALDG) when tuning.kv_loads names TMA (Q is
+// gathered with cp.async either way); the module holds the combine pass too. On sm_90a the
+// combine is the split pass's programmatic dependent: the split pass lets it launch (PREEXIT)
+// and it waits for the split pass's completion (ACQBULK); sm_80 has neither.
+TEST_F(Sass, DecodeKernelsLoadKvByTargetAndIssueHmma) {
+  for (const char* arch : {"sm_80", "sm_90a", "sm_90a tma"}) {
+    const bool sm90 = std::string(arch) != "sm_80", tma = std::string(arch) == "sm_90a tma";
     Config c;
-    c.arch = arch;
+    c.arch = sm90 ? "sm_90a" : "sm_80";
     c.group = 8;
     c.kv_layout = {true, 16};
     c.tuning.max_seqlen_q = 2;
+    if (tma) c.tuning.kv_loads = KvLoads::tma;
     const Config r = resolve(c);
     const KernelSource src = generate(r);
     const std::string sass = disassemble(compile(src).cubin);
     EXPECT_GT(count(sass, "HMMA.16816.F32"), 0u) << arch;
     EXPECT_GT(count(sass, "LDGSTS"), 0u) << arch;
+    EXPECT_EQ(count(sass, "UTMALDG") > 0, tma) << arch;
     EXPECT_GT(count(sass, src.launch.passes.at(0).entry), 0u) << "the combine entry in " << arch;
-    const size_t dependent = std::string(arch) == "sm_90a" ? 1 : 0;
+    const size_t dependent = sm90 ? 1 : 0;
     EXPECT_EQ(count(sass, "PREEXIT"), dependent) << arch;
     EXPECT_EQ(count(sass, "ACQBULK"), dependent) << arch;
   }
 }
 
-// fp8 caches: the tiles are still gathered with cp.async, and the widened K/V meet fp16 Q and P
-// on the fp16 tensor cores (no bf16 MMA, no fp8 MMA).
+// fp8 caches: the tiles stay fp8 (cp.async gathers on sm_80, TMA boxes on sm_90a), and the
+// widened K/V meet fp16 Q and P on the fp16 tensor cores (no bf16 MMA, no fp8 MMA).
 TEST_F(Sass, Fp8DecodeKernelsGatherFp8AndIssueFp16Hmma) {
   for (const char* arch : {"sm_80", "sm_90a"}) {
     Config c;
@@ -136,7 +140,9 @@ TEST_F(Sass, Fp8DecodeKernelsGatherFp8AndIssueFp16Hmma) {
     EXPECT_GT(count(sass, "HMMA.16816.F32 "), 0u) << arch;
     EXPECT_EQ(count(sass, "HMMA.16816.F32.BF16"), 0u) << arch;
     EXPECT_EQ(count(sass, "QGMMA"), 0u) << arch;
-    EXPECT_GT(count(sass, "LDGSTS"), 0u) << arch;
+    const bool tma = std::string(arch) == "sm_90a";
+    EXPECT_EQ(count(sass, "LDGSTS") > 0, !tma) << arch;  // Q is dequantised by plain loads
+    EXPECT_EQ(count(sass, "UTMALDG") > 0, tma) << arch;
   }
 }
 

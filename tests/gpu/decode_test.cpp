@@ -3,7 +3,7 @@
 // (sm_90a: one or two warpgroups, d64-d256) beside mma.sync at 64 packed rows, cache lengths
 // 0, 1, 15, 16, 17, 4095 and 65537
 // (at most 1025 with FLASHJIT_TEST_SHAPES=small),
-// windows, ragged queries, fp8 caches (e4m3, e5m2) with every scale granularity, shared K/V
+// windows, ragged queries, K/V loads by TMA boxes (sm_90a) and by cp.async gathers, fp8 caches (e4m3, e5m2) with every scale granularity, shared K/V
 // latent caches (MLA: 576 = 512 + 64 rope, V 512, up to 128 heads), against the fp32 reference
 // (itself checked against fp64 on the CPU with paged inputs); the combine pass alone against a CPU merge of the splits' partials; bad
 // page-table entries; and a CUDA graph captured once and replayed on fresh data.
@@ -36,6 +36,7 @@ struct DecodeCase {
                    v_scale = ScaleGranularity::none;
   std::optional<DType> scale_dtype = {};  // per-token scales
   int warpgroups = -1, stages = 0;         // tuning.consumer_warpgroups (-1: auto), num_kv_stages (0: auto)
+  std::optional<KvLoads> loads = {};       // tuning.kv_loads (unset: auto)
 };
 void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.label; }
 
@@ -43,6 +44,12 @@ void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.label; }
 DecodeCase pinned(DecodeCase c, int warpgroups, int stages = 0) {
   c.warpgroups = warpgroups;
   c.stages = stages;
+  return c;
+}
+
+// `c` with its K/V loads pinned (auto takes TMA on sm_90a wherever the tile allows).
+DecodeCase loading(DecodeCase c, KvLoads loads) {
+  c.loads = loads;
   return c;
 }
 
@@ -64,6 +71,7 @@ Config decode_config(const DecodeCase& k) {
   if (k.bn) c.tuning.BN = k.bn;
   if (k.warpgroups >= 0) c.tuning.consumer_warpgroups = k.warpgroups;
   if (k.stages) c.tuning.num_kv_stages = k.stages;
+  if (k.loads) c.tuning.kv_loads = *k.loads;
   return c;
 }
 
@@ -161,6 +169,28 @@ const std::vector<DecodeCase>& decode_cases() {
        G::per_head, G::per_head, G::per_head},
       {"e4m3_d128_g8_q1_page16_seven_splits_w8_bn128", DType::e4m3, 128, 8, 1, 16, Mask::none, false, 7, 8, 128,
        G::per_tensor, G::per_head, G::per_tensor},
+      // K/V loads: auto takes TMA boxes on sm_90a for fp8 caches where a tile holds whole pages
+      // of 8 rows or more, lies inside one, or reads a contiguous cache (the fp8 cases above),
+      // cp.async gathers otherwise; these pin TMA for 16-bit caches (paged, contiguous ragged,
+      // the wgmma pass), the box shapes TMA has (pages of 8, the smallest box; a 64-key tile
+      // inside a 128-row page; 128 keys of 8 warps over pages of 32), and the gathers for fp8.
+      loading({"bf16_d128_g8_q1_page16_tma", DType::bf16, 128, 8, 1, 16, Mask::none, false, 0}, KvLoads::tma),
+      loading({"bf16_d128_g4_q4_contiguous_causal_varlen_tma", DType::bf16, 128, 4, 4, 0, Mask::causal, true, 0},
+              KvLoads::tma),
+      loading({"bf16_d128_g4_q16_page16_causal_wgmma_tma", DType::bf16, 128, 4, 16, 16, Mask::causal, false, 0},
+              KvLoads::tma),
+      loading({"fp16_d64_g8_q2_page8_causal_tma", DType::fp16, 64, 8, 2, 8, Mask::causal, false, 0}, KvLoads::tma),
+      loading({"bf16_d128_g4_q1_page128_seven_splits_tma", DType::bf16, 128, 4, 1, 128, Mask::none, false, 7},
+              KvLoads::tma),
+      loading({"bf16_d128_g8_q1_page32_w8_bn128_window_tma", DType::bf16, 128, 8, 1, 32, Mask::sliding_window, false,
+               0, 8, 128},
+              KvLoads::tma),
+      loading({"bf16_d256_g4_q1_contiguous_tma", DType::bf16, 256, 4, 1, 0, Mask::none, false, 0}, KvLoads::tma),
+      loading({"e4m3_d128_g4_q1_page16_per_tensor_cp_async", DType::e4m3, 128, 4, 1, 16, Mask::none, false, 0, 0, 0,
+               G::per_tensor, G::per_tensor, G::per_tensor},
+              KvLoads::cp_async),
+      {"e5m2_d256_g4_q4_page16_causal_varlen_per_head", DType::e5m2, 256, 4, 4, 16, Mask::causal, true, 0, 0, 0,
+       G::per_head, G::per_head, G::per_head},
   };
   return cases;
 }
@@ -183,6 +213,7 @@ class DecodeMatrix : public ::testing::TestWithParam<DecodeCase> {};
 TEST_P(DecodeMatrix, MatchesReference) {
   FLASHJIT_REQUIRE_GPU();
   const DecodeCase& k = GetParam();
+  if (k.loads == KvLoads::tma && current_device().arch() != "sm_90a") GTEST_SKIP() << "TMA loads need sm_90a";
   expect_matches_reference(k.label, decode_config(k), decode_shapes(k));
 }
 
