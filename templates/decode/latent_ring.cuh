@@ -13,6 +13,7 @@
 #include "common/types.cuh"
 #include "decode/key_ring.cuh"
 #include "decode/latent_regions.cuh"
+#include "decode/strided_rows.cuh"
 #include "sm80/cp_async.cuh"
 #include "sm80/smem_tile.cuh"
 
@@ -50,7 +51,16 @@ struct LatentRing : KeyRing<Derived, T> {
   // Chunks [first, first + kCount) of every row of a tile from `base` plus each row's offset.
   template <class Tile, int kRows, int kFirst, int kCount, long long longlong2::*kPart, class Src>
   __device__ __forceinline__ void copy_chunks(u32 dst, const Src* base, const longlong2* offsets) const {
-    if constexpr (kCount > 0) {
+    using Rows = StridedRows<Tile, kThreads, kCount, kRows>;
+    if constexpr (Rows::kApplies) {  // strided_rows.cuh
+      const int col = Rows::chunk(tid) * 8;
+      const u32 at = Rows::first(dst, tid, kFirst);
+#pragma unroll
+      for (int j = 0; j < Rows::kCopies; ++j) {
+        const i64 o = offsets[Rows::row(tid, j)].*kPart;
+        sm80::cp_async_16_or_zero(Rows::at(at, j), base + (o >= 0 ? o : 0) + col, o >= 0);
+      }
+    } else if constexpr (kCount > 0) {
       constexpr int kTotal = kRows * kCount;
 #pragma unroll 4
       for (int j = 0; j < ceil_div(kTotal, kThreads); ++j) {

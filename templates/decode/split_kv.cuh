@@ -162,7 +162,10 @@ struct SplitKvPass : KeyRing<Derived, T> {
     // Thread tid copies chunk tid % kChunks of rows tid / kChunks + j * kRowStep (the mapping of
     // the loop below). With whole 128-byte panels and a row step that is a multiple of 8, that
     // chunk's swizzle is the same in every row the thread copies, so its shared addresses
-    // advance by a constant and only each row's global offset is computed per copy.
+    // advance by a constant and only each row's global offset is computed per copy. (The
+    // latent ring's StridedRows, strided_rows.cuh, also takes row steps of 2 and 4; through it
+    // these kernels compiled to another schedule, d256 to a longer one, and read 2-7 % slower
+    // at d128 in one H200 call against another's, 2026-12-03, so this pass keeps its form.)
     constexpr int kRowStep = kThreads / kChunks;
     constexpr bool kStrided = KTile::kChunks == VTile::kChunks && kChunks % 8 == 0 && kThreads % kChunks == 0 &&
                               kRowStep % 8 == 0 && kBN % kRowStep == 0;
