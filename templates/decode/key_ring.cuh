@@ -23,7 +23,9 @@
 // second_tensor() (the tensor of each row's second offset), row_written(n, r, j) (after row r of
 // tile n is planned), load_q(), load_kv(stage), tile_arrived(i) (tile i and Q are visible) and
 // compute(n, stage, i); it may provide tile_landed() (this thread's copies of tile i are
-// complete, before the barrier that makes them visible).
+// complete, before the barrier that makes them visible). With TMA it provides instead of
+// load_kv issue_tile(n, stage, entry) (warp 0) and clear_rows_past_end(n, stage), and kR's
+// barrier_offset.
 #pragma once
 
 #include "common/kv_policy.cuh"
