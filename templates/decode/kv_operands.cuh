@@ -147,9 +147,8 @@ __device__ __forceinline__ void load_q_fp8(u32 smem, const RowRef& row_ref, int 
     }
 #pragma unroll
     for (int half = 0; half < 2; ++half)
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(smem + QTile::offset(r, 2 * c + half)),
-                   "r"(w[4 * half]), "r"(w[4 * half + 1]), "r"(w[4 * half + 2]), "r"(w[4 * half + 3])
-                   : "memory");
+      sm80::st_shared_16(smem + QTile::offset(r, 2 * c + half), w[4 * half], w[4 * half + 1], w[4 * half + 2],
+                         w[4 * half + 3]);
   }
 }
 

@@ -229,8 +229,7 @@ struct SplitKvPass : KeyRing<Derived, T> {
     const u32 vs = smem_base + kR.v_offset + stage * kR.v_stage_bytes;
     constexpr int kChunks = VTile::kChunks;
     for (int i = tid + first * kChunks; i < kBN * kChunks; i += kThreads)
-      asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(vs + VTile::offset(i / kChunks, i % kChunks)), "r"(0u)
-                   : "memory");
+      sm80::st_shared_16(vs + VTile::offset(i / kChunks, i % kChunks), 0u, 0u, 0u, 0u);
   }
 
   __device__ __forceinline__ void compute(int n, int stage, int) {

@@ -135,8 +135,7 @@ __device__ __forceinline__ void convert_chunk(u32 smem, const Src* src, float sc
 #pragma unroll
     for (int i = 0; i < 4; ++i) w[i] = pack2<CE>(f[2 * i] * scale, f[2 * i + 1] * scale);
   }
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(smem), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
-               : "memory");
+  st_shared_16(smem, w[0], w[1], w[2], w[3]);
 }
 
 template <class Tile, int kThreads, int kSplitCols, int kWidth, class CE, class RowA, class RowB>
