@@ -49,11 +49,28 @@ bool latent_wgmma(const Config& c) { return shared_kv(c) && wgmma_pass(c); }
 // Exchange slots of a latent pass's partial scores (latent_regions.cuh).
 int exchange_slots(const Config& c) { return latent_wgmma(c) ? 1 : 2; }
 
-// From this many packed rows "auto" gives a cache the wgmma pass on sm_90a (one 64-row tile).
+// From this many packed rows "auto" gives a cache the wgmma pass on sm_90a (one 64-row tile),
+// and from kWgmmaWideRows a 128-row tile (two warpgroups of 64 rows), which reads the cache once
+// where two 64-row CTAs would each read it.
 constexpr int kWgmmaRows = 64;
+constexpr int kWgmmaWideRows = 128;
 // The wgmma pass's default tile for a GQA cache: warpgroups, and keys each takes of a tile.
 constexpr int kWgmmaWarpgroups = 2;
 constexpr int kWgmmaKeys = 64;
+// The 128-row tile's keys and stages: each warpgroup takes all of a tile's keys, so its wgmmas
+// are twice the 64-row tile's per key (H200, d128, 16 tokens, batch 32 x 32k, page 16,
+// sustained, 2026-12-03: 64/8 and 8/1 heads 2874 and 2618 GB/s against 2648 and 2351 with 64
+// keys over three stages, 2334 and 2054 with 32 keys over four; a 64-row tile 2172 and 2146).
+constexpr int kWgmmaWideKeys = 128;
+constexpr int kWgmmaWideStages = 2;
+// 16-bit caches with head dims up to 64 take tiles of this many keys on mma.sync (H200, d64,
+// 32/8 heads, 1 token, batch 8 / 32 x 32k, page 16, sustained, 2026-12-03: 3980 / 4325 GB/s
+// against 3733 / 4047 with 64 keys, 3610 / 3939 with 256).
+constexpr int kNarrowHeadKeys = 128;
+
+// Warps that split each key tile's keys (SplitKvPass::kWarpsN): those a 16-row block gets. In the
+// wgmma pass, the warpgroups that split them (every warp of a warpgroup has its own row block).
+int key_splits(int bm, int warps) { return std::max(1, warps / std::max(1, bm / 16)); }
 
 // Whether a 16-bit GQA cache can take the wgmma pass: whole 128-byte panels of Q, K and V, and
 // P V one wgmma wide.
@@ -130,17 +147,21 @@ class DecodeFamily final : public KernelFamily {
     if (shared_kv(c)) return resolve_latent(c, arch);
     if (!t.consumer_warpgroups) {
       // Unless a tile that wgmma cannot take is named.
-      const bool tile = t.BM.value_or(64) == 64 && (!t.num_warps || *t.num_warps == 4 || *t.num_warps == 8);
+      const int bm = t.BM.value_or(64);
+      const bool tile = (bm == 64 && (!t.num_warps || *t.num_warps == 4 || *t.num_warps == 8)) ||
+                        (bm == 128 && t.num_warps.value_or(8) == 8);
       const bool wgmma = arch.has_wgmma() && wgmma_shapes(c) && tile && packed_rows(c) >= kWgmmaRows;
       t.consumer_warpgroups = !wgmma ? 0 : t.num_warps ? *t.num_warps / 4 : kWgmmaWarpgroups;
     }
     if (*t.consumer_warpgroups == 1 || *t.consumer_warpgroups == 2) {
-      if (!t.BM) t.BM = 64;
+      // 128 rows where a step packs that many: one CTA, not two, reads each K/V byte.
+      if (!t.BM) t.BM = *t.consumer_warpgroups == 2 && packed_rows(c) >= kWgmmaWideRows ? 128 : 64;
       if (!t.num_warps) t.num_warps = 4 * *t.consumer_warpgroups;
       if (!t.BN) {  // fewer keys where two stages of the default would not fit (d256)
-        const int step = 16 * *t.consumer_warpgroups;
-        int bn = kWgmmaKeys * *t.consumer_warpgroups;
-        while (bn > step && smem_for(c, 64, bn, *t.num_warps, 2) > arch.max_smem_per_block) bn -= step;
+        const int warps_n = key_splits(*t.BM, *t.num_warps);
+        const int step = 16 * warps_n;
+        int bn = *t.BM == 128 ? kWgmmaWideKeys : kWgmmaKeys * warps_n;
+        while (bn > step && smem_for(c, *t.BM, bn, *t.num_warps, 2) > arch.max_smem_per_block) bn -= step;
         t.BN = bn;
       }
     }
@@ -150,8 +171,10 @@ class DecodeFamily final : public KernelFamily {
       t.BM = rows <= 16 ? 16 : rows <= 32 ? 32 : 64;
     }
     if (!t.num_warps) t.num_warps = 4;
-    const int warps_n = std::max(1, *t.num_warps / std::max(1, *t.BM / 16));
-    if (!t.BN) t.BN = std::max(64, 16 * warps_n);
+    if (!t.BN) {
+      const bool narrow = !is_float8(c.dtype.qkv) && c.head_dim.qk <= 64 && c.head_dim.v <= 64;
+      t.BN = std::max(narrow ? kNarrowHeadKeys : 64, 16 * key_splits(*t.BM, *t.num_warps));
+    }
     if (!t.kv_loads) {
       // TMA boxes for fp8 caches, whose widening math needs the issue slots the gathers take;
       // 16-bit caches keep the gathers, which read faster (H200, d128, 32/8 heads, 32k keys,
@@ -169,7 +192,7 @@ class DecodeFamily final : public KernelFamily {
       // The wgmma pass: three stages where they fit (H200, d128, 32/8 heads, 16 tokens, batch
       // 1/8/32 x 32k, sustained: 2449/3188/3443 GB/s against 2307/3087/3262 with two; 2026-12-03).
       const int stage = *t.BN * (c.head_dim.qk + c.head_dim.v) * 2;
-      int stages = *t.consumer_warpgroups > 0 ? 3 : std::clamp(kRingBytes / stage, 2, 8);
+      int stages = *t.BM == 128 ? kWgmmaWideStages : *t.consumer_warpgroups > 0 ? 3 : std::clamp(kRingBytes / stage, 2, 8);
       while (stages > 2 && smem_for(c, *t.BM, *t.BN, *t.num_warps, stages) > arch.max_smem_per_block) --stages;
       t.num_kv_stages = stages;
     }
@@ -190,7 +213,8 @@ class DecodeFamily final : public KernelFamily {
       bad("max_seqlen_q", *t.max_seqlen_q, "the decode family takes 1 to 64 query tokens per sequence");
     if (shared_kv(c)) return check_latent(c, arch, issues);
     const int bm = *t.BM, warps = *t.num_warps, bn = *t.BN, cwg = *t.consumer_warpgroups;
-    if (bm != 16 && bm != 32 && bm != 64) bad("BM", bm, "must be 16, 32 or 64 (one to four 16-row warps)");
+    if (bm != 16 && bm != 32 && bm != 64 && (bm != 128 || cwg != 2))
+      bad("BM", bm, "must be 16, 32 or 64 (one to four 16-row warps), or 128 with two wgmma warpgroups");
     if (warps != 4 && warps != 8) bad("num_warps", warps, "must be 4 or 8");
     if (cwg < 0 || cwg > 2)
       bad("consumer_warpgroups", cwg, "must be 0 (mma.sync warps), 1 or 2 (wgmma warpgroups that split each key tile)");
@@ -199,7 +223,8 @@ class DecodeFamily final : public KernelFamily {
     else if (cwg > 0 && !wgmma_shapes(c))
       bad("consumer_warpgroups", cwg, "the wgmma pass reads 16-bit caches with head dims that are multiples of 64, v up to 256");
     else if (cwg > 0) {
-      if (bm != 64) bad("BM", bm, "must be 64 with wgmma warpgroups (one 64-row wgmma tile)");
+      if (bm != 64 && (bm != 128 || cwg != 2))
+        bad("BM", bm, "must be 64 with wgmma warpgroups (one 64-row wgmma tile), or 128 with two (64 rows each)");
       if (warps != 4 * cwg) bad("num_warps", warps, "must be 4 x consumer_warpgroups (" + std::to_string(4 * cwg) + ")");
     }
     if (*t.kv_loads == KvLoads::tma)
@@ -230,7 +255,7 @@ class DecodeFamily final : public KernelFamily {
     // wgmma widths: Q K^T's N (a tile's keys: all of them for the latent pass, whose warpgroups
     // split the head dim, a warpgroup's share otherwise) and P V's (a warpgroup's O columns).
     const std::vector<int> widths = latent ? std::vector<int>{*t.BN, c.head_dim.v / 2}
-                                           : std::vector<int>{*t.BN / std::max(1, *t.consumer_warpgroups), c.head_dim.v};
+                                           : std::vector<int>{*t.BN / key_splits(*t.BM, *t.num_warps), c.head_dim.v};
     KernelSource s = source_skeleton(c, arch, kName, threads, smem_bytes(c));
     const std::string symbol = s.launch.entry;  // the operation's: its passes take suffixes
     s.launch.entry = symbol + "_split";

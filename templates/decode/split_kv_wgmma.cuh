@@ -2,12 +2,17 @@
 // (query heads of a KV head times a step's tokens: group 4 x 16 tokens, group 8 x 8, ...).
 //
 // Everything but a key tile's math is split_kv.cuh's (SplitKvPass): the ring of cp.async
-// gathers (any page size), masks, the online softmax and the epilogue, which merges the
-// warpgroups' states. kWarpgroups = kNumWarps / 4 warpgroups each take kKeys = BN / kWarpgroups
-// keys of every tile for all 64 rows, and keep their own softmax state and O (64 x dv fp32).
-// Warp w of a warpgroup holds rows 16 w .. 16 w + 15 of the wgmma accumulators, in the mma.sync
-// fragment order (row g and g + 8, columns 8 j + 2 t + e): the same registers SplitKvPass's
-// softmax and merge read, so they serve both passes unchanged.
+// gathers or TMA boxes (any page size), masks, the online softmax and the epilogue, which merges
+// the warpgroups' states. Two tile shapes:
+//   BM 64:  kWarpgroups = kNumWarps / 4 warpgroups each take kKeys = BN / kWarpgroups keys of
+//           every tile for all 64 rows, and keep their own softmax state and O (64 x dv fp32);
+//   BM 128: two warpgroups take 64 rows each and all BN keys of every tile, so a step of 128
+//           packed rows (8 query heads x 16 tokens) reads each K/V byte once, not once per
+//           64-row CTA.
+// Warp w of a warpgroup holds rows 16 w .. 16 w + 15 of its 64 rows of the wgmma accumulators,
+// in the mma.sync fragment order (row g and g + 8, columns 8 j + 2 t + e): the same registers,
+// and the same rows 16 wm .. 16 wm + 15 of the CTA's tile, that SplitKvPass's softmax, masks and
+// merge read, so they serve both passes unchanged.
 //
 // The tiles are the sm80 tiles (128-byte panels, chunk ^ row % 8), which wgmma's
 // 128-byte-swizzle descriptors read directly: S = Q K^T with both K-major (SS), P from registers
@@ -26,14 +31,15 @@ namespace flashjit::decode {
 template <class T>
 struct SplitKvWgmma : SplitKvPass<SplitKvWgmma<T>, T> {
   using Base = SplitKvPass<SplitKvWgmma<T>, T>;
-  using Base::wn, Base::n_unmasked_lo, Base::n_unmasked_hi, Base::smem_base, Base::acc_o, Base::softmax,
+  using Base::wm, Base::wn, Base::n_unmasked_lo, Base::n_unmasked_hi, Base::smem_base, Base::acc_o, Base::softmax,
       Base::score_scale_log2, Base::kBM, Base::kBN, Base::kWarps, Base::kDQK, Base::kDV, Base::kStages,
       Base::kKeys, Base::kNT, Base::kPSteps, Base::kDT, Base::kR, Base::kFp8;
   using E = typename Base::E;
   static constexpr int kWarpgroups = kWarps / 4;
+  static constexpr int kRowGroups = kBM / 64;  // warpgroups of 64 rows each on every key
 
-  static_assert(kBM == 64 && kWarps % 4 == 0 && Base::kWarpsN == kWarpgroups,
-                "each warpgroup takes all 64 rows of the tile");
+  static_assert(kBM % 64 == 0 && kWarps % 4 == 0 && kWarpgroups == kRowGroups * Base::kWarpsN,
+                "warpgroups take 64-row blocks of the tile, or split the keys of one");
   static_assert(!kFp8, "16-bit caches (fp8 ones widen in registers on mma.sync)");
   static_assert(kDQK % 64 == 0 && kDV % 64 == 0 && kDV <= 256, "whole 128-byte panels, P V one wgmma wide");
   static_assert(kKeys % 16 == 0 && kKeys <= 256, "16-key steps of one wgmma width");
@@ -58,12 +64,12 @@ struct SplitKvWgmma : SplitKvPass<SplitKvWgmma<T>, T> {
   }
 
   // Tile i is visible: its Q K^T starts now. S = Q K^T over 16-column k-steps: step s reads 32
-  // bytes at 32 (s % 4) within panel s / 4 of Q (64 rows) and of this warpgroup's kKeys key rows.
+  // bytes at 32 (s % 4) within panel s / 4 of this warpgroup's 64 Q rows and kKeys key rows.
   __device__ __forceinline__ void tile_arrived(int i) {
     using namespace sm90;
     if (i == 0 && smem_base % 1024 != 0) __trap();  // 128B-swizzled tiles need 1 KB aligned bases
     const int stage = i % kStages;
-    const u32 q = smem_base + kR.q_offset;
+    const u32 q = smem_base + kR.q_offset + (wm / 4) * (64 * 128);
     const u32 k = smem_base + kR.k_offset + stage * kR.k_stage_bytes + wn * kKeys * 128;
     wgmma_fence();
 #pragma unroll

@@ -43,13 +43,21 @@ TEST(DecodeFamily, RowsPerCtaFollowGroupTimesTokens) {
   EXPECT_EQ(*resolve(decode_config(8, 2)).tuning.BM, 16);
   EXPECT_EQ(*resolve(decode_config(8, 4)).tuning.BM, 32);
   EXPECT_EQ(*resolve(decode_config(16, 4)).tuning.BM, 64);
-  EXPECT_EQ(*resolve(decode_config(16, 16)).tuning.BM, 64);  // 256 rows: four row blocks
+  EXPECT_EQ(*resolve(decode_config(16, 16)).tuning.BM, 128);  // 256 rows: two 128-row wgmma blocks on sm_90a
+  Config sm80 = decode_config(16, 16);
+  sm80.arch = "sm_80";
+  EXPECT_EQ(*resolve(sm80).tuning.BM, 64);  // four mma.sync row blocks
   const Config r = resolve(decode_config(4, 1));
   EXPECT_EQ(*r.tuning.num_warps, 4);
   EXPECT_EQ(*r.tuning.BN, 64);
   EXPECT_EQ(*r.tuning.splitk_partitions, 0);  // chosen per launch
   EXPECT_GE(*r.tuning.num_kv_stages, 2);
   EXPECT_EQ(readable_name(r), "fwd_sm90a_bf16_d128_none_g4_decode_q1_bm16_bn64");
+  // Head dims up to 64 take 128-key tiles in 16-bit caches (half the bytes a key of d128 has).
+  EXPECT_EQ(*resolve(decode_config(4, 1, 64)).tuning.BN, 128);
+  Config fp8 = decode_config(4, 1, 64);
+  fp8.dtype.qkv = DType::e4m3;
+  EXPECT_EQ(*resolve(fp8).tuning.BN, 64);
 }
 
 TEST(DecodeFamily, RulesNameTheField) {
@@ -201,6 +209,63 @@ TEST(DecodeFamily, WgmmaPassFromSixtyFourPackedRows) {
   Config bm32 = decode_config(4, 16);
   bm32.tuning.BM = 32;
   EXPECT_EQ(*resolve(bm32).tuning.consumer_warpgroups, 0);
+}
+
+// From 128 packed rows (8 query heads x 16 tokens) the wgmma pass takes a 128-row tile: two
+// warpgroups of 64 rows, each on all 128 keys of a tile, two stages; so one CTA reads the
+// cache where two 64-row CTAs would each read it. A 64-row tile stays available by name.
+TEST(DecodeFamily, WgmmaPassTakesOneHundredTwentyEightRowsWhereAStepPacksThem) {
+  const Config r = resolve(decode_config(8, 16));
+  EXPECT_EQ(*r.tuning.consumer_warpgroups, 2);
+  EXPECT_EQ(*r.tuning.BM, 128);
+  EXPECT_EQ(*r.tuning.num_warps, 8);
+  EXPECT_EQ(*r.tuning.BN, 128);
+  EXPECT_EQ(*r.tuning.num_kv_stages, 2);
+  EXPECT_EQ(readable_name(r), "fwd_sm90a_bf16_d128_none_g8_decode_q16_wgmma_bm128_bn128");
+  EXPECT_EQ(*resolve(decode_config(16, 16)).tuning.BM, 128);  // 256 rows: two row blocks
+  EXPECT_EQ(*resolve(decode_config(8, 8)).tuning.BM, 64);     // 64 rows
+  const Config d256 = resolve(decode_config(8, 16, 256));
+  EXPECT_EQ(*d256.tuning.BM, 128);
+  EXPECT_EQ(*d256.tuning.BN, 80);  // 64 KB of Q and two stages of 80 keys: 224 KB
+  EXPECT_EQ(*d256.tuning.num_kv_stages, 2);
+  EXPECT_LE(generate(d256).launch.smem_bytes, 232448);
+  Config narrow = decode_config(8, 16);
+  narrow.tuning.BM = 64;
+  const Config r64 = resolve(narrow);
+  EXPECT_EQ(*r64.tuning.consumer_warpgroups, 2);
+  EXPECT_EQ(*r64.tuning.BN, 128);
+  Config one = decode_config(8, 16);
+  one.tuning.num_warps = 4;
+  EXPECT_EQ(*resolve(one).tuning.BM, 64);  // one warpgroup takes 64 rows
+  Config sm80 = decode_config(8, 16);
+  sm80.arch = "sm_80";
+  EXPECT_EQ(*resolve(sm80).tuning.BM, 64);  // mma.sync: at most four 16-row warps
+}
+
+TEST(DecodeFamily, OneHundredTwentyEightRowRulesNameTheField) {
+  auto wide = [](int warpgroups) {
+    Config c = decode_config(8, 16);
+    c.tuning.BM = 128;
+    c.tuning.consumer_warpgroups = warpgroups;
+    return c;
+  };
+  EXPECT_TRUE(check_config(wide(2)).empty());
+  EXPECT_EQ(issue_paths(wide(1)), std::set<std::string>{"tuning.BM"});
+  EXPECT_EQ(issue_paths(wide(0)), std::set<std::string>{"tuning.BM"});
+  Config c = wide(2);
+  c.tuning.num_warps = 4;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_warps"});
+  c = wide(2);
+  c.tuning.BN = 80;  // each warpgroup takes all of a tile's keys, 16 at a time
+  EXPECT_TRUE(check_config(c).empty());
+  c.tuning.BN = 72;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.BN"});
+  c = wide(2);
+  c.tuning.num_kv_stages = 6;  // 32 KB of Q and 6 x 32 KB of K/V
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_kv_stages"});
+  c = wide(2);
+  c.tuning.kv_loads = KvLoads::tma;
+  EXPECT_TRUE(check_config(c).empty());
 }
 
 TEST(DecodeFamily, WgmmaRulesNameTheField) {
@@ -362,7 +427,7 @@ TEST(DecodePlan, SplitOverridesAndRowBlocks) {
   p.args.num_splits = 3;
   const LaunchPlan plan = plan_of(p);
   EXPECT_EQ(plan.params.num_splits, 3);
-  EXPECT_EQ(plan.passes[0].grid[1], 8u);  // 256 packed rows in blocks of 64, x 2 KV heads
+  EXPECT_EQ(plan.passes[0].grid[1], 4u);  // 256 packed rows in blocks of 128, x 2 KV heads
   Config pinned = decode_config(4, 1);
   pinned.tuning.splitk_partitions = 5;
   EXPECT_EQ(plan_of(planned(pinned, 1, 1, 65536, 8)).params.num_splits, 5);
@@ -451,6 +516,8 @@ TEST(DecodeFamily, DefaultTilesCompileWithoutSpills) {
                         Case{64, 1, 1, 1, Mask::none, true, "sm_90a"},
                         Case{256, 16, 16, 64, Mask::causal, false, "sm_90a"},  // wgmma, as below
                         Case{128, 4, 16, 16, Mask::causal, false, "sm_90a"},
+                        Case{128, 8, 16, 16, Mask::causal, false, "sm_90a"},  // 128-row wgmma tile
+                        Case{64, 16, 8, 0, Mask::sliding_window, true, "sm_90a"},
                         Case{64, 16, 4, 0, Mask::sliding_window, false, "sm_90a"},
                         Case{192, 8, 8, 32, Mask::none, true, "sm_90a"},
                         Case{128, 4, 2, 256, Mask::sliding_window, true, "sm_80"},

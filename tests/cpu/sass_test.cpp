@@ -182,5 +182,25 @@ TEST_F(Sass, DecodeWgmmaPassIssuesHgmma) {
   EXPECT_EQ(count(sass, "HMMA."), 0u);
 }
 
+// The 128-row tile (8 query heads x 16 tokens): each warpgroup's Q·Kᵀ is 64 rows × all 128 keys
+// of the tile, its P·V 64 × d128; no mma.sync.
+TEST_F(Sass, DecodeWgmmaPassOfOneHundredTwentyEightRows) {
+  Config c;
+  c.arch = "sm_90a";
+  c.head_dim = {128, 128, 0};
+  c.group = 8;
+  c.mask = Mask::causal;
+  c.kv_layout = {true, 16};
+  c.tuning.max_seqlen_q = 16;
+  const Config r = resolve(c);
+  ASSERT_EQ(*r.tuning.BM, 128);
+  ASSERT_EQ(*r.tuning.BN, 128);
+  const std::string sass = disassemble(compile(generate(r)).cubin);
+  EXPECT_GT(count(sass, "HGMMA.64x128x16.F32.BF16"), 0u) << "Q·Kᵀ and P·V";
+  EXPECT_EQ(count(sass, "HGMMA.64x64x16.F32.BF16"), 0u) << "no 64-key Q·Kᵀ";
+  EXPECT_GT(count(sass, "LDGSTS"), 0u);
+  EXPECT_EQ(count(sass, "HMMA."), 0u);
+}
+
 }  // namespace
 }  // namespace flashjit

@@ -1,6 +1,7 @@
 // The decode family on the GPU: every page-size class, split counts from one to many, groups 1-16,
 // 1-16 query tokens (causal among themselves), eight-warp tiles (BN 64 and 128), the wgmma pass
-// (sm_90a: one or two warpgroups, d64-d256) beside mma.sync at 64 packed rows, cache lengths
+// (sm_90a: one or two warpgroups, 64- and 128-row tiles, d64-d256) beside mma.sync at 64 packed
+// rows, cache lengths
 // 0, 1, 15, 16, 17, 4095 and 65537
 // (at most 1025 with FLASHJIT_TEST_SHAPES=small),
 // windows, ragged queries, K/V loads by TMA boxes (sm_90a) and by cp.async gathers, fp8 caches (e4m3, e5m2) with every scale granularity, shared K/V
@@ -153,6 +154,15 @@ const std::vector<DecodeCase>& decode_cases() {
       {"bf16_d64_g16_q4_contiguous_window_wgmma", DType::bf16, 64, 16, 4, 0, Mask::sliding_window, false, 0},
       {"fp16_d192_g8_q8_page32_one_split_wgmma", DType::fp16, 192, 8, 8, 32, Mask::none, false, 1},
       {"bf16_d128_g8_q1_page16_w8_bn128", DType::bf16, 128, 8, 1, 16, Mask::none, false, 0, 8, 128},
+      // 128-row wgmma tiles (two warpgroups of 64 rows on every key; the default from 128 packed
+      // rows): paged and contiguous, splits, a window, ragged queries (CTAs with fewer rows),
+      // d64 and d256, TMA boxes.
+      {"bf16_d128_g8_q16_page16_causal_wgmma128", DType::bf16, 128, 8, 16, 16, Mask::causal, false, 0},
+      {"fp16_d128_g8_q16_page64_seven_splits_wgmma128", DType::fp16, 128, 8, 16, 64, Mask::none, false, 7},
+      {"bf16_d256_g8_q16_contiguous_causal_varlen_wgmma128", DType::bf16, 256, 8, 16, 0, Mask::causal, true, 0},
+      {"bf16_d64_g16_q8_page1_window_wgmma128", DType::bf16, 64, 16, 8, 1, Mask::sliding_window, false, 0},
+      loading({"bf16_d128_g8_q16_page16_causal_varlen_wgmma128_tma", DType::bf16, 128, 8, 16, 16, Mask::causal, true, 0},
+              KvLoads::tma),
       // fp8 caches: K/V widened in registers, Q dequantised into fp16; every scale granularity.
       {"e4m3_d128_g4_q1_page16_per_tensor", DType::e4m3, 128, 4, 1, 16, Mask::none, false, 0, 0, 0, G::per_tensor,
        G::per_tensor, G::per_tensor},
