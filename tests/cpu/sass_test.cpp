@@ -163,17 +163,22 @@ TEST_F(Sass, LatentWgmmaPassIssuesHgmma) {
   EXPECT_EQ(count(sass, "HMMA."), 0u);
 }
 
-// The GQA decode pass at 64 packed rows on sm_90a: Q·Kᵀ 64 rows × a warpgroup's 64 keys, P·V
-// 64 × d128, cp.async gathers, no mma.sync.
-TEST_F(Sass, DecodeWgmmaPassIssuesHgmma) {
+// A 16-token causal bf16 d128 step on sm_90a with `group` query heads per KV head, paged.
+Config decode_step(int group) {
   Config c;
   c.arch = "sm_90a";
   c.head_dim = {128, 128, 0};
-  c.group = 4;
+  c.group = group;
   c.mask = Mask::causal;
   c.kv_layout = {true, 16};
   c.tuning.max_seqlen_q = 16;
-  const Config r = resolve(c);
+  return resolve(c);
+}
+
+// The GQA decode pass at 64 packed rows on sm_90a: Q·Kᵀ 64 rows × a warpgroup's 64 keys, P·V
+// 64 × d128, cp.async gathers, no mma.sync.
+TEST_F(Sass, DecodeWgmmaPassIssuesHgmma) {
+  const Config r = decode_step(4);
   ASSERT_EQ(*r.tuning.consumer_warpgroups, 2);
   const std::string sass = disassemble(compile(generate(r)).cubin);
   EXPECT_GT(count(sass, "HGMMA.64x64x16.F32.BF16"), 0u) << "Q·Kᵀ";
@@ -183,21 +188,14 @@ TEST_F(Sass, DecodeWgmmaPassIssuesHgmma) {
 }
 
 // The 128-row tile (8 query heads x 16 tokens): each warpgroup's Q·Kᵀ is 64 rows × all 128 keys
-// of the tile, its P·V 64 × d128; no mma.sync.
+// of the tile, its P·V 64 × d128; no 64-key Q·Kᵀ, no mma.sync.
 TEST_F(Sass, DecodeWgmmaPassOfOneHundredTwentyEightRows) {
-  Config c;
-  c.arch = "sm_90a";
-  c.head_dim = {128, 128, 0};
-  c.group = 8;
-  c.mask = Mask::causal;
-  c.kv_layout = {true, 16};
-  c.tuning.max_seqlen_q = 16;
-  const Config r = resolve(c);
+  const Config r = decode_step(8);
   ASSERT_EQ(*r.tuning.BM, 128);
   ASSERT_EQ(*r.tuning.BN, 128);
   const std::string sass = disassemble(compile(generate(r)).cubin);
   EXPECT_GT(count(sass, "HGMMA.64x128x16.F32.BF16"), 0u) << "Q·Kᵀ and P·V";
-  EXPECT_EQ(count(sass, "HGMMA.64x64x16.F32.BF16"), 0u) << "no 64-key Q·Kᵀ";
+  EXPECT_EQ(count(sass, "HGMMA.64x64x16.F32.BF16"), 0u);
   EXPECT_GT(count(sass, "LDGSTS"), 0u);
   EXPECT_EQ(count(sass, "HMMA."), 0u);
 }
