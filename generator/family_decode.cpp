@@ -5,7 +5,8 @@
 // which merges the splits. The split count is chosen per launch (runtime/host_decode.cpp)
 // unless tuning.splitk_partitions names one. On sm_90a, 16-bit caches whose packed rows fill a
 // 64-row tile take a wgmma split pass (split_kv_wgmma.cuh, tuning.consumer_warpgroups 1 or 2:
-// warpgroups that split each key tile's keys) with the same loads, softmax and merge. fp8
+// warpgroups that split each key tile's keys; from 128 rows, BM 128: two warpgroups of 64 rows
+// on every key) with the same loads, softmax and merge. fp8
 // caches (e4m3, e5m2) keep K/V in fp8 through shared memory and widen them in registers
 // (templates/decode/kv_operands.cuh), on every target.
 // A shared K/V cache (kv_layout.shared_kv, MLA's latent cache: V is the first head_dim.v columns
@@ -59,8 +60,9 @@ constexpr int kWgmmaWarpgroups = 2;
 constexpr int kWgmmaKeys = 64;
 // The 128-row tile's keys and stages: each warpgroup takes all of a tile's keys, so its wgmmas
 // are twice the 64-row tile's per key (H200, d128, 16 tokens, batch 32 x 32k, page 16,
-// sustained, 2026-12-03: 64/8 and 8/1 heads 2874 and 2618 GB/s against 2648 and 2351 with 64
-// keys over three stages, 2334 and 2054 with 32 keys over four; a 64-row tile 2172 and 2146).
+// sustained, 2026-12-03, 64/8 and 8/1 heads: 2874 and 2618 GB/s, and in the same call 2334 and
+// 2054 with 32 keys over four stages; in an earlier call 2648 and 2351 with 64 keys over three,
+// 2172 and 2146 for the 64-row tile).
 constexpr int kWgmmaWideKeys = 128;
 constexpr int kWgmmaWideStages = 2;
 // 16-bit caches with head dims up to 64 take tiles of this many keys on mma.sync (H200, d64,
