@@ -12,7 +12,8 @@
 // A shared K/V cache (kv_layout.shared_kv, MLA's latent cache: V is the first head_dim.v columns
 // of K) takes its own split pass with the same combine: mma.sync warps (latent_split.cuh) on every
 // target, or on sm_90a two wgmma warpgroups sharing a 64-row tile (latent_wgmma.cuh,
-// tuning.consumer_warpgroups 2) once the packed rows fill one.
+// tuning.consumer_warpgroups 2) once the packed rows fill one; with tuning.kv_loads "tma" the two
+// warpgroups take alternate key tiles that a ninth warp loads (latent_seesaw.cuh).
 #include "decode/combine_shape.cuh"
 #include "decode/latent_regions.cuh"
 #include "decode/smem_regions.cuh"
@@ -50,6 +51,12 @@ bool latent_wgmma(const Config& c) { return shared_kv(c) && wgmma_pass(c); }
 // Exchange slots of a latent pass's partial scores (latent_regions.cuh).
 int exchange_slots(const Config& c) { return latent_wgmma(c) ? 1 : 2; }
 
+bool tma_loads(const Config& c) { return c.tuning.kv_loads == KvLoads::tma; }
+
+// The latent seesaw pass: wgmma warpgroups on alternate key tiles, loaded by TMA.
+bool latent_seesaw(const Config& c) { return latent_wgmma(c) && tma_loads(c); }
+constexpr int kSeesawWarps = 12;  // two wgmma warpgroups and a loader warpgroup
+
 // From this many packed rows "auto" gives a cache the wgmma pass on sm_90a (one 64-row tile),
 // and from kWgmmaWideRows a 128-row tile (two warpgroups of 64 rows), which reads the cache once
 // where two 64-row CTAs would each read it.
@@ -86,8 +93,6 @@ std::optional<std::string> wgmma_target_issue(const ArchInfo& arch) {
   return "wgmma warpgroups need an sm_90a target (" + arch.name + " has none)";
 }
 
-bool tma_loads(const Config& c) { return c.tuning.kv_loads == KvLoads::tma; }
-
 // Why a GQA cache's K/V tiles of BN keys cannot arrive as TMA boxes (nullopt: they can). A box
 // lands as 128-byte swizzled panels, the layout the passes read; one box takes a page's rows of
 // one panel (pages of at least 8 rows keep the swizzle's 8-row period whole) or, where a tile
@@ -110,7 +115,8 @@ std::optional<std::string> tma_issue(const Config& c, const ArchInfo& arch, int 
 }
 
 int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
-  if (shared_kv(c)) return decode::latent_regions({bm, bn, c.head_dim.qk, warps, stages, exchange_slots(c)}).total;
+  if (shared_kv(c))
+    return decode::latent_regions({bm, bn, c.head_dim.qk, warps, stages, exchange_slots(c), latent_seesaw(c)}).total;
   return decode::smem_regions({bm, bn, c.head_dim.qk, c.head_dim.v, warps, stages, kv_bytes(c),
                                c.scales.k == ScaleGranularity::per_token, tma_loads(c)})
       .total;
@@ -250,9 +256,12 @@ class DecodeFamily final : public KernelFamily {
     const Tuning& t = c.tuning;
     const int threads = *t.num_warps * 32;
     const bool latent = shared_kv(c), wgmma = wgmma_pass(c);
-    const char* split_header = latent ? (wgmma ? "decode/latent_wgmma.cuh" : "decode/latent_split.cuh")
+    const bool seesaw = latent_seesaw(c);
+    const char* split_header = latent ? (seesaw ? "decode/latent_seesaw.cuh"
+                                                : wgmma ? "decode/latent_wgmma.cuh" : "decode/latent_split.cuh")
                                       : (wgmma ? "decode/split_kv_wgmma.cuh" : "decode/split_kv.cuh");
-    const char* split_body = latent ? (wgmma ? "flashjit::decode::latent_wgmma" : "flashjit::decode::latent_split")
+    const char* split_body = latent ? (seesaw ? "flashjit::decode::latent_seesaw"
+                                              : wgmma ? "flashjit::decode::latent_wgmma" : "flashjit::decode::latent_split")
                                     : (wgmma ? "flashjit::decode::split_kv_wgmma" : "flashjit::decode::split_kv");
     // wgmma widths: Q K^T's N (a tile's keys: all of them for the latent pass, whose warpgroups
     // split the head dim, a warpgroup's share otherwise) and P V's (a warpgroup's O columns).
@@ -318,21 +327,30 @@ class DecodeFamily final : public KernelFamily {
   // TFLOP/s against 231 with three stages of 32 keys, 253 with two, 183-185 with 16 keys; 64
   // heads 265 against 240; at 32 heads, 32 rows, no faster than mma.sync, 138 against 137;
   // 2026-12-03).
+  // The seesaw pass (kv_loads "tma"): two wgmma warpgroups and a loader warpgroup, 64 rows, key tiles
+  // of 32 over as many stages as fit (four at 576 columns: 226 KB).
   static void resolve_latent(Config& c, const ArchInfo& arch) {
     Tuning& t = c.tuning;
     if (!t.consumer_warpgroups) {
-      const bool tile = t.BM.value_or(64) == 64 && t.num_warps.value_or(8) == 8;  // unless others are named
+      const bool tile = t.BM.value_or(64) == 64 &&
+                        (!t.num_warps || *t.num_warps == 8 || *t.num_warps == kSeesawWarps);  // unless others are named
       t.consumer_warpgroups = arch.has_wgmma() && tile && packed_rows(c) >= kWgmmaRows ? 2 : 0;
     }
     const bool wgmma = *t.consumer_warpgroups == 2;
+    if (!t.kv_loads) t.kv_loads = KvLoads::cp_async;
+    const bool seesaw = wgmma && *t.kv_loads == KvLoads::tma;
     if (!t.BM) t.BM = wgmma ? 64 : packed_rows(c) <= 16 ? 16 : 32;
     if (!t.num_warps) {
       // mma.sync: four warps a row block where V's columns split into four whole panels, else two.
       const int warps_n = c.head_dim.v >= 256 ? 4 : 2;
-      t.num_warps = wgmma ? 8 : warps_n * (*t.BM / 16);
+      t.num_warps = seesaw ? kSeesawWarps : wgmma ? 8 : warps_n * (*t.BM / 16);
     }
-    if (!t.BN) t.BN = wgmma ? 48 : 32;
-    if (!t.num_kv_stages) t.num_kv_stages = 2;
+    if (!t.BN) t.BN = seesaw ? 32 : wgmma ? 48 : 32;
+    if (!t.num_kv_stages) {
+      int stages = seesaw ? 4 : 2;
+      while (stages > 3 && smem_for(c, *t.BM, *t.BN, *t.num_warps, stages) > arch.max_smem_per_block) --stages;
+      t.num_kv_stages = stages;
+    }
     if (!t.splitk_partitions) t.splitk_partitions = 0;
     if (!t.scheduler) t.scheduler = Scheduler::transient;
   }
@@ -344,15 +362,32 @@ class DecodeFamily final : public KernelFamily {
     };
     const int bm = *t.BM, warps = *t.num_warps, bn = *t.BN, cwg = *t.consumer_warpgroups;
     if (bn < 16 || bn > 128 || bn % 16) bad("BN", bn, "must be a multiple of 16 from 16 to 128");
-    if (t.kv_loads == KvLoads::tma)
-      issues.push_back({"tuning.kv_loads", "\"tma\"", "the latent passes gather their tiles with cp.async"});
+    if (t.kv_loads == KvLoads::tma) {
+      if (cwg != 2)
+        issues.push_back({"tuning.kv_loads", "\"tma\"",
+                          "the latent mma.sync pass gathers its tiles with cp.async; TMA loads come with two wgmma "
+                          "warpgroups (tuning.consumer_warpgroups 2)"});
+      else if (auto why = tma_issue(c, arch, bn))
+        issues.push_back({"tuning.kv_loads", "\"tma\"", *why});
+      else if (c.head_dim.rope % 64)
+        issues.push_back({"tuning.kv_loads", "\"tma\"",
+                          "TMA boxes fill whole 128-byte panels: head_dim.rope " + std::to_string(c.head_dim.rope) +
+                              " is not a multiple of 64"});
+    }
     if (cwg != 0 && cwg != 2)
       bad("consumer_warpgroups", cwg, "must be 0 (mma.sync warps) or 2 (two wgmma warpgroups share a 64-row tile)");
     else if (auto target = wgmma_target_issue(arch); cwg == 2 && target)
       bad("consumer_warpgroups", cwg, *target);
     else if (cwg == 2) {
       if (bm != 64) bad("BM", bm, "must be 64 with two wgmma warpgroups (one 64-row wgmma tile)");
-      if (warps != 8) bad("num_warps", warps, "must be 8 with two wgmma warpgroups");
+      if (latent_seesaw(c)) {
+        if (warps != kSeesawWarps) bad("num_warps", warps, "must be 12 with TMA loads (two wgmma warpgroups and a loader warpgroup)");
+        if (bn > 64) bad("BN", bn, "must be at most 64 with TMA loads (each warpgroup's P is one tile)");
+        if (*t.num_kv_stages < 3)
+          bad("num_kv_stages", *t.num_kv_stages, "must be at least 3 with TMA loads: a warpgroup frees its tile only while it works on its next");
+      } else if (warps != 8) {
+        bad("num_warps", warps, "must be 8 with two wgmma warpgroups");
+      }
       return check_ring_and_grid(c, arch, issues);
     }
     if (bm != 16 && bm != 32 && bm != 64) {

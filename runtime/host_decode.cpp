@@ -89,7 +89,8 @@ class DecodeHost final : public FamilyHost {
   // K and V as the split pass's boxes read them (key_ring.cuh): a paged cache as [num_pages,
   // page_size, heads_k, d] with a box of one panel of a page's rows, or the whole tile where a
   // tile lies inside a page; a contiguous cache as [batch, seqlen_k, heads_k, d] (ragged: all
-  // rows as one entry) with a box of the whole tile. A box past the outer axis reads zeros.
+  // rows as one entry) with a box of the whole tile. A box past the outer axis reads zeros. A
+  // shared K/V (latent) cache has K's rows and its rope part (latent_seesaw.cuh).
   static void encode_kv_descriptors(const Config& c, const LaunchInfo& launch, const AttentionArgs& a,
                                     AttentionParams& p) {
     const DType e = c.dtype.qkv;
@@ -107,6 +108,12 @@ class DecodeHost final : public FamilyHost {
       }
       return encode_tma(m, box_rows, box_rows == bn ? dim / panel : 1);
     };
+    if (c.kv_layout.shared_kv) {  // a latent cache: K's rows (nope, or all columns) and the rope part
+      const int rope = c.head_dim.rope;
+      p.tma_k = tensor(a.k, rope > 0 ? c.head_dim.nope() : c.head_dim.qk);
+      if (rope > 0) p.tma_k_rope = tensor(a.k_rope, rope);
+      return;
+    }
     p.tma_k = tensor(a.k, c.head_dim.qk);
     p.tma_v = tensor(a.v, c.head_dim.v);
   }

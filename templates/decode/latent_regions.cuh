@@ -12,6 +12,14 @@
 //               tile's writes. The wgmma pass keeps one; the mma.sync pass still keeps the two
 //               it was measured with (dropping one changes its shared memory and tiles per SM)
 //   flag        16 bytes: set when a page-table entry named no page of the cache
+// The seesaw pass (latent_seesaw.cuh, TMA loads: `alternate`) keeps no row offsets and no
+// exchange; in their place:
+//   P[2]        each warpgroup's probabilities of its latest tile (16-bit, in register order:
+//               [register][128 threads] of 32-bit words), which the other warpgroup multiplies
+//               by its own V columns
+//   stats[3][2] per warpgroup slot, each row's running max, the tile's rescale factor, and at the
+//               end its share of the row sum (fp32, BM each)
+//   barriers    mbarriers: full[stages], empty[stages], P ready[2], P free[2]
 #pragma once
 
 #include "common/host_device.cuh"
@@ -21,12 +29,16 @@ namespace flashjit::decode {
 struct LatentShape {
   int block_m, block_n, head_dim_qk, warps, stages;
   int exchange_slots = 2;
+  bool alternate = false;  // the seesaw pass: warpgroups take alternate tiles, loaded by TMA
 };
 
 struct LatentRegions {
   int q_offset, kv_offset, kv_stage_bytes;
   int rows_offset, rows_slot_bytes;
   int exchange_offset, exchange_slot_bytes;
+  int p_offset, p_slot_bytes;  // the seesaw pass's regions (0 otherwise)
+  int stats_offset;
+  int barrier_offset;
   int flag_offset;
   int total;
 };
@@ -37,6 +49,16 @@ FLASHJIT_HOST_DEVICE constexpr LatentRegions latent_regions(LatentShape s) {
   r.kv_offset = s.block_m * s.head_dim_qk * 2;
   r.kv_stage_bytes = s.block_n * s.head_dim_qk * 2;
   r.rows_offset = r.kv_offset + s.stages * r.kv_stage_bytes;
+  if (s.alternate) {
+    r.rows_slot_bytes = r.exchange_offset = r.exchange_slot_bytes = 0;
+    r.p_offset = r.rows_offset;
+    r.p_slot_bytes = s.block_m * s.block_n * 2;
+    r.stats_offset = r.p_offset + 2 * r.p_slot_bytes;
+    r.barrier_offset = r.stats_offset + 3 * 2 * s.block_m * 4;
+    r.flag_offset = (r.barrier_offset + (2 * s.stages + 4) * 8 + 15) / 16 * 16;
+    r.total = r.flag_offset + 16;
+    return r;
+  }
   r.rows_slot_bytes = s.block_n * 2 * 8;
   r.exchange_offset = r.rows_offset + s.stages * r.rows_slot_bytes;
   r.exchange_slot_bytes = s.warps * 16 * s.block_n * 4;

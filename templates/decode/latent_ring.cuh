@@ -31,7 +31,7 @@ struct LatentRing : KeyRing<Derived, T> {
   static constexpr int kNopeChunks = kDN / 8, kRopeChunks = kDR / 8;
   using QTile = sm80::SmemTile<kBM, kDQK>;
   using KTile = sm80::SmemTile<kBN, kDQK>;
-  static constexpr LatentRegions kR = latent_regions({kBM, kBN, kDQK, kWarps, kStages, T::kExchangeSlots});
+  static constexpr LatentRegions kR = latent_regions({kBM, kBN, kDQK, kWarps, kStages, T::kExchangeSlots, T::kTmaKv});
 
   static_assert(T::kThreads == kThreads, "threads");
   static_assert(kR.total == T::kSmemBytes, "host and device disagree on the shared-memory size");
@@ -82,13 +82,14 @@ struct LatentRing : KeyRing<Derived, T> {
   }
 
   // Chunks [kFirst, kFirst + kCount) of the CTA's packed query rows (zero past the valid rows)
-  // from tensor `t` into the Q tile; they join the first tiles' commit group.
-  template <int kFirst, int kCount, class Src>
+  // from tensor `t` into the Q tile, copied by the first kBy threads; they join the first tiles'
+  // commit group.
+  template <int kFirst, int kCount, class Src, int kBy>
   __device__ __forceinline__ void load_q_chunks(const TensorArg& t) const {
     const Src* base = static_cast<const Src*>(t.ptr);
     const u32 dst = smem_base + kR.q_offset;
 #pragma unroll 1
-    for (int i = tid; i < kBM * kCount; i += kThreads) {
+    for (int i = tid; i < kBM * kCount; i += kBy) {
       const int r = i / kCount, c = i % kCount, packed = m0 + r;
       const bool ok = packed < rows;
       const Src* src =
@@ -97,11 +98,13 @@ struct LatentRing : KeyRing<Derived, T> {
     }
   }
 
-  // Q's nope columns, then its rope part.
-  __device__ __forceinline__ void load_q() const {
-    load_q_chunks<0, kNopeChunks, E>(p.q);
-    if constexpr (kRopeChunks > 0) load_q_chunks<kNopeChunks, kRopeChunks, typename T::RopeElement>(p.q_rope);
+  // Q's nope columns, then its rope part, by the first kBy threads.
+  template <int kBy>
+  __device__ __forceinline__ void load_q_by() const {
+    load_q_chunks<0, kNopeChunks, E, kBy>(p.q);
+    if constexpr (kRopeChunks > 0) load_q_chunks<kNopeChunks, kRopeChunks, typename T::RopeElement, kBy>(p.q_rope);
   }
+  __device__ __forceinline__ void load_q() const { load_q_by<kThreads>(); }
 };
 
 }  // namespace flashjit::decode

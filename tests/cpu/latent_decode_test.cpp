@@ -66,6 +66,21 @@ TEST(LatentDecode, TilesAndSharedMemory) {
   EXPECT_EQ(*resolve(mla(64, 1)).tuning.consumer_warpgroups, 2);
   EXPECT_EQ(*resolve(mla(32, 2)).tuning.consumer_warpgroups, 2);  // 64 packed rows
   EXPECT_EQ(*resolve(mla(32, 1)).tuning.consumer_warpgroups, 0);
+  // TMA loads: two warpgroups on alternate tiles and a loader warpgroup; Q, four stages of
+  // 32 x 576, each warpgroup's P of a tile (64 x 32 16-bit), the statistics (3 x 2 x 64 floats),
+  // twelve mbarriers, the flag.
+  Config seesaw = mla(128, 1);
+  seesaw.tuning.kv_loads = KvLoads::tma;
+  const Config rs = resolve(seesaw);
+  EXPECT_EQ(*rs.tuning.consumer_warpgroups, 2);
+  EXPECT_EQ(*rs.tuning.num_warps, 12);
+  EXPECT_EQ(*rs.tuning.BN, 32);
+  EXPECT_EQ(*rs.tuning.num_kv_stages, 4);
+  const int seesaw_bytes = 64 * 576 * 2 + 4 * 32 * 576 * 2 + 2 * 64 * 32 * 2 + 3 * 2 * 64 * 4 + 12 * 8 + 16;
+  EXPECT_EQ(generate(rs).launch.smem_bytes, seesaw_bytes);
+  EXPECT_LE(seesaw_bytes, 227 * 1024);
+  EXPECT_TRUE(generate(rs).launch.uses_tma);
+  EXPECT_EQ(readable_name(rs), "fwd_sm90a_bf16_d576v512r64_none_g128_paged64_lse_decode_q1_latent_wgmma_tma_bm64_bn32");
   // Other targets, and V widths the two warpgroups cannot halve into panels, keep mma.sync.
   const Config a100 = resolve(mla(128, 1, "sm_80"));
   EXPECT_EQ(*a100.tuning.consumer_warpgroups, 0);
@@ -102,7 +117,33 @@ TEST(LatentDecode, RulesNameTheField) {
   c.tuning.BN = 24;
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.BN"});
   c = mla(16, 1);
-  c.tuning.kv_loads = KvLoads::tma;  // latent tiles are gathered with cp.async
+  c.tuning.kv_loads = KvLoads::tma;  // the mma.sync pass gathers its tiles with cp.async
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.kv_loads"});
+  // TMA loads (the seesaw pass): boxes of whole pages of at least 8 rows, whole rope panels,
+  // twelve warps, tiles of at most 64 keys, three stages or more.
+  c = mla(128, 1);
+  c.tuning.kv_loads = KvLoads::tma;
+  EXPECT_TRUE(check_config(c).empty());
+  c.kv_layout.page_size = 4;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.kv_loads"});
+  c = mla(128, 1);
+  c.tuning.kv_loads = KvLoads::tma;
+  c.head_dim = {576, 512, 32};
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.kv_loads"});
+  c = mla(128, 1);
+  c.tuning.kv_loads = KvLoads::tma;
+  c.tuning.num_warps = 8;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_warps"});
+  c = mla(128, 1);
+  c.tuning.kv_loads = KvLoads::tma;
+  c.tuning.num_kv_stages = 2;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_kv_stages"});
+  c = mla(128, 1);
+  c.tuning.kv_loads = KvLoads::tma;
+  c.tuning.BN = 64;  // three stages of 64 x 576 beside Q do not fit
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_kv_stages"});
+  c = mla(128, 1, "sm_80");
+  c.tuning.kv_loads = KvLoads::tma;
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.kv_loads"});
   c = mla(16, 1);
   c.tuning.num_kv_stages = 6;  // 6 x 36 KB of latent rows
@@ -196,12 +237,16 @@ TEST(LatentDecode, DefaultTilesCompileWithoutSpills) {
     bool varlen;
     const char* arch;
     int v = 512;
+    bool tma = false;  // tuning.kv_loads "tma": the seesaw pass
   };
   for (const Case& k : {Case{16, 1, 64, 64, Mask::none, false, "sm_90a"}, Case{128, 2, 64, 64, Mask::causal, false, "sm_90a"},
                         Case{32, 1, 16, 64, Mask::none, true, "sm_90a"}, Case{64, 2, 0, 0, Mask::causal, false, "sm_90a"},
                         Case{16, 2, 64, 64, Mask::causal, false, "sm_90a", 128},
                         Case{64, 1, 1, 0, Mask::sliding_window, false, "sm_90a"},
-                        Case{32, 4, 0, 64, Mask::causal, true, "sm_80"}, Case{128, 1, 16, 64, Mask::none, false, "sm_100a"}}) {
+                        Case{32, 4, 0, 64, Mask::causal, true, "sm_80"}, Case{128, 1, 16, 64, Mask::none, false, "sm_100a"},
+                        Case{128, 2, 64, 64, Mask::causal, false, "sm_90a", 512, true},
+                        Case{64, 1, 16, 0, Mask::none, false, "sm_90a", 256, true},
+                        Case{16, 4, 0, 64, Mask::causal, true, "sm_90a", 512, true}}) {
     Config c = mla(k.heads, k.tokens, k.arch);
     if (!k.page) c.kv_layout = {false, 0, true};
     else c.kv_layout.page_size = k.page;
@@ -209,11 +254,14 @@ TEST(LatentDecode, DefaultTilesCompileWithoutSpills) {
     c.head_dim.v = k.v;
     c.mask = k.mask;
     c.varlen = k.varlen;
+    if (k.tma) c.tuning.kv_loads = KvLoads::tma;
     const Config r = resolve(c);
     const KernelSource src = generate(r);
     ASSERT_EQ(src.launch.passes.size(), 1u);  // the combine pass
     CompiledKernel kernel = compile(src);
     EXPECT_EQ(kernel.report.spill_stores, 0) << canonical_json(r) << "\n" << kernel.log;
+    // wgmma stays pipelined (no C7514 / C7515 / C7519 serialisation) in the wgmma passes.
+    EXPECT_EQ(kernel.log.find("C75"), std::string::npos) << canonical_json(r) << "\n" << kernel.log;
   }
 }
 

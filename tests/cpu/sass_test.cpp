@@ -163,6 +163,23 @@ TEST_F(Sass, LatentWgmmaPassIssuesHgmma) {
   EXPECT_EQ(count(sass, "HMMA."), 0u);
 }
 
+// The seesaw pass (TMA loads): HGMMA for both GEMMs, the tiles by UTMALDG, setmaxnreg.
+TEST_F(Sass, LatentSeesawPassLoadsByTma) {
+  Config c;
+  c.arch = "sm_90a";
+  c.head_dim = {576, 512, 64};
+  c.group = 128;
+  c.kv_layout = {true, 64, true};
+  c.tuning.kv_loads = KvLoads::tma;
+  const Config r = resolve(c);
+  const std::string sass = disassemble(compile(generate(r)).cubin);
+  EXPECT_GT(count(sass, "HGMMA.64x32x16.F32.BF16"), 0u) << "Q·Kᵀ";
+  EXPECT_GT(count(sass, "HGMMA.64x256x16.F32.BF16"), 0u) << "P·V";
+  EXPECT_GT(count(sass, "UTMALDG"), 0u);
+  EXPECT_GT(count(sass, "USETMAXREG"), 0u);
+  EXPECT_EQ(count(sass, "HMMA."), 0u);
+}
+
 // A 16-token causal bf16 d128 step on sm_90a with `group` query heads per KV head, paged.
 Config decode_step(int group) {
   Config c;

@@ -243,6 +243,7 @@ struct LatentCase {
   int bm = 0, warps = 0, bn = 0;  // 0: the defaults
   int warpgroups = -1;             // tuning.consumer_warpgroups; -1: the default
   int stages = 0;
+  std::optional<KvLoads> loads;  // tuning.kv_loads (tma: the seesaw pass, sm_90a)
 };
 void PrintTo(const LatentCase& c, std::ostream* os) { *os << c.label; }
 
@@ -260,6 +261,7 @@ Config latent_config(const LatentCase& k) {
   if (k.bn) c.tuning.BN = k.bn;
   if (k.warpgroups >= 0) c.tuning.consumer_warpgroups = k.warpgroups;
   if (k.stages) c.tuning.num_kv_stages = k.stages;
+  if (k.loads) c.tuning.kv_loads = *k.loads;
   return c;
 }
 
@@ -295,6 +297,21 @@ const std::vector<LatentCase>& latent_cases() {
       {"mla_wgmma_bf16_g128_q1_page64_bn32_three_stages", DType::bf16, 576, 512, 64, 128, 1, 64, Mask::none, false, 3, 1,
        0, 0, 32, -1, 3},
       {"mla_mma_sync_bf16_g128_q1_page64", DType::bf16, 576, 512, 64, 128, 1, 64, Mask::none, false, 0, 1, 0, 0, 0, 0},
+      // TMA loads: the seesaw pass (two warpgroups on alternate tiles and a loader warpgroup).
+      {"mla_seesaw_bf16_g128_q1_page64", DType::bf16, 576, 512, 64, 128, 1, 64, Mask::none, false, 0, 1, 0, 0, 0, -1,
+       0, KvLoads::tma},
+      {"mla_seesaw_bf16_g128_q2_page64_causal_one_split", DType::bf16, 576, 512, 64, 128, 2, 64, Mask::causal, false,
+       1, 1, 0, 0, 0, -1, 0, KvLoads::tma},
+      {"mla_seesaw_fp16_g64_q1_page16_seven_splits", DType::fp16, 576, 512, 64, 64, 1, 16, Mask::none, false, 7, 1, 0,
+       0, 0, -1, 0, KvLoads::tma},
+      {"mla_seesaw_one_buffer_bf16_g64_q1_page64", DType::bf16, 576, 512, 0, 64, 1, 64, Mask::none, false, 0, 1, 0, 0,
+       0, -1, 0, KvLoads::tma},
+      {"mla_seesaw_bf16_g16_q4_contiguous_causal_varlen", DType::bf16, 576, 512, 64, 16, 4, 0, Mask::causal, true, 0,
+       1, 0, 0, 0, -1, 0, KvLoads::tma},
+      {"latent_seesaw_v256_bf16_g64_q1_page64", DType::bf16, 576, 256, 64, 64, 1, 64, Mask::none, false, 0, 2, 0, 0, 0,
+       -1, 0, KvLoads::tma},
+      {"mla_seesaw_bf16_g64_q1_page8_window_bn16", DType::bf16, 576, 512, 64, 64, 1, 8, Mask::sliding_window, false, 0,
+       1, 0, 0, 16, -1, 0, KvLoads::tma},
   };
   return cases;
 }
@@ -304,6 +321,7 @@ class LatentMatrix : public ::testing::TestWithParam<LatentCase> {};
 TEST_P(LatentMatrix, MatchesReference) {
   FLASHJIT_REQUIRE_GPU();
   const LatentCase& k = GetParam();
+  if (k.loads == KvLoads::tma && current_device().arch() != "sm_90a") GTEST_SKIP() << "TMA loads need sm_90a";
   expect_matches_reference(k.label, latent_config(k), decode_shapes(step_of(k), k.heads_k));
 }
 

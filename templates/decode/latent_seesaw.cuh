@@ -1,0 +1,406 @@
+// The decode family's split pass for a shared K/V (latent) cache on sm_90a with TMA loads
+// (tuning.kv_loads "tma"): two wgmma warpgroups take alternate key tiles of a 64-row tile of
+// packed query rows (MLA's query heads times a step's tokens), as FlashMLA's "seesaw" does, and a
+// third warpgroup's first warp loads the tiles (the warpgroup hands its registers to the other
+// two: setmaxnreg).
+//
+// Why: with both warpgroups on every tile (latent_wgmma.cuh) each computes half of every Q K^T
+// and both then run the same softmax on the sum, and the ring's barrier holds them in step, so the
+// tensor cores wait while both run their softmax. Here warpgroup w computes the whole S = Q K^T of
+// tiles i = w, w + 2, ... and their softmax alone; O's columns stay split (w owns
+// [w * dv / 2, (w + 1) * dv / 2), 64 x 256 fp32 for MLA), so each warpgroup multiplies its own P by
+// its V columns of its tile and the other's P, read from shared memory in register order, by its
+// V columns of the other's tile. One warpgroup's softmax runs while the other's GEMMs do.
+//
+// A row's running max passes from tile to tile: tile i's owner starts from tile i - 1's max (the
+// other warpgroup's, published with its P), so both keep the same statistics. O and each
+// warpgroup's share of the row sums follow the max through every tile's rescale factor (1 unless
+// the max moved by more than 2^8: FA4's lazy rescale, probabilities stay at most 256).
+//
+// Per tile i of warpgroup w, with s = i % stages:
+//   1. wait for the tile (full[s]); if it runs past the cache end, clear its V rows there; issue
+//      S = Q K^T (every 16-column k-step of Q and K, both in 128-byte-swizzled panels), then
+//      O += P(i - 2) V(i - 2), this warpgroup's previous tile.
+//   2. (i > 0) wait for tile i - 1's P, max and factor (ready[1 - w]), load them, free the slot;
+//      wait for both GEMMs (tile i - 2's stage is then free of this warpgroup: empty), rescale O
+//      by tile i - 1's factor and issue O += P(i - 1) V(i - 1).
+//   3. mask, max, probabilities, row sums, while P(i - 1) V(i - 1) runs; publish P, max and factor
+//      (ready[w]) once the other warpgroup has read the previous ones (free[w]).
+//   4. wait for P(i - 1) V(i - 1) (then free stage i - 1) and rescale O by this tile's factor.
+// No GEMM is in flight from one tile to the next (ptxas serialises wgmma otherwise). After its
+// last tile a warpgroup issues that tile's P V and adds the sequence's last tile if the other one
+// owns it.
+// The loader waits for both warpgroups to free a stage (empty[s]: 256 arrivals) before it
+// refills it: a warpgroup frees its own tile after its P V, and the other's after its P V of
+// it. Three stages at least: a warpgroup frees its tile i only while it works on tile i + 2.
+#pragma once
+
+#include "common/mask.cuh"
+#include "common/params.cuh"
+#include "common/types.cuh"
+#include "decode/latent_ring.cuh"
+#include "sm80/cp_async.cuh"
+#include "sm80/smem_tile.cuh"
+#include "sm90/ptx.cuh"
+#include "sm90/softmax.cuh"
+#include "sm90/wgmma.cuh"
+
+namespace flashjit::decode {
+
+template <class T>
+struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
+  using Base = LatentRing<LatentSeesaw<T>, T>;
+  using Base::m0, Base::rows, Base::mask, Base::tid, Base::warp, Base::lane, Base::n_begin, Base::n_end,
+      Base::n_unmasked_lo, Base::n_unmasked_hi, Base::p, Base::smem, Base::smem_base, Base::token_of, Base::head_of,
+      Base::bad_page_flag, Base::kBM, Base::kBN, Base::kWarps, Base::kDQK, Base::kDV, Base::kDN, Base::kDR,
+      Base::kStages, Base::kR, Base::kBoxRows, Base::kBoxes, Base::hk, Base::kv;
+  using typename Base::E;
+  using OE = typename T::OutElement;
+  using KTile = typename Base::KTile;
+  static constexpr int kVCols = kDV / 2;  // O columns of each warpgroup
+  static constexpr int kSRegs = kBN / 2, kORegs = kVCols / 2, kPSteps = kBN / 16, kPWords = 4 * kPSteps;
+  static constexpr int kQkSteps = kDQK / 16;
+  static constexpr int kConsumers = 256;                  // two warpgroups
+  static constexpr int kLoaderWarp = 8;                  // the first warp of warpgroup 2
+  static constexpr int kLoaderRegs = 40, kConsumerRegs = 232;
+  static constexpr int kKPanels = (kDR > 0 ? kDN : kDQK) / 64;  // panels of p.k's rows
+  static constexpr int kRopePanels = kDR / 64;                  // panels of p.k_rope's rows
+  static constexpr u32 kTileBytes = u32(kBN) * kDQK * 2;
+  static constexpr float kRescaleLog2 = 8.f;  // a row's max moves when exceeded by more than this
+  using Softmax = sm90::OnlineSoftmax<kBN>;   // its layout helpers; the statistics are kept here
+
+  static_assert(T::kTmaKv, "the seesaw pass loads its tiles by TMA");
+  static_assert(kBM == 64 && kWarps == 12, "two warpgroups share a 64-row tile, and a third loads");
+  static_assert(kLoaderRegs * 128 + kConsumerRegs * kConsumers <= 65536, "the register file");
+  static_assert(kStages >= 3, "a warpgroup frees its tile i while it works on tile i + 2");
+  static_assert(kDQK % 64 == 0 && kDR % 64 == 0, "whole 128-byte panels of the nope and rope parts");
+  static_assert(kVCols % 64 == 0 && kVCols <= 256 && kDV <= kDN,
+                "each warpgroup's V columns are whole panels of the nope part, one wgmma wide");
+  static_assert(kBN % 16 == 0 && kBN <= 64, "16-key steps");
+  static_assert(kR.q_offset % 1024 == 0 && kR.kv_offset % 1024 == 0 && kR.kv_stage_bytes % 1024 == 0 &&
+                    (kBN * 128) % 1024 == 0 && (kBoxRows * 128) % 1024 == 0,
+                "128-byte-swizzled panels and boxes start on 1 KB");
+  static_assert(kR.p_slot_bytes == kPWords * 128 * 4, "P slots hold a warpgroup's P in register order");
+
+  float o[kORegs];
+  float s_acc[kSRegs];  // the current tile's scores
+  float max_scaled[2];  // each row's running max times scale_log2 (-inf: no key yet)
+  float row_sum[2];     // this thread's share of each row's sum over this warpgroup's tiles
+  int wg, wt;           // warpgroup, thread within it
+
+  __device__ __forceinline__ explicit LatentSeesaw(const AttentionParams& params) : Base(params) {}
+
+  // ---- shared state --------------------------------------------------------------------------
+  __device__ __forceinline__ u32 barrier(int i) const { return smem_base + kR.barrier_offset + 8 * i; }
+  __device__ __forceinline__ u32 full(int s) const { return barrier(s); }
+  __device__ __forceinline__ u32 empty(int s) const { return barrier(kStages + s); }
+  __device__ __forceinline__ u32 ready(int w) const { return barrier(2 * kStages + w); }
+  __device__ __forceinline__ u32 freed(int w) const { return barrier(2 * kStages + 2 + w); }
+  enum Stat { kMax = 0, kFactor = 1, kSum = 2 };
+  __device__ __forceinline__ float* stat(Stat kind, int slot) const {
+    return reinterpret_cast<float*>(smem + kR.stats_offset) + (2 * kind + slot) * kBM;
+  }
+  __device__ __forceinline__ u32* p_slot(int slot) const {
+    return reinterpret_cast<u32*>(smem + kR.p_offset + slot * kR.p_slot_bytes);
+  }
+  __device__ __forceinline__ u32 stage_base(int s) const { return smem_base + kR.kv_offset + s * kR.kv_stage_bytes; }
+  // Row h (0: g, 1: g + 8) of this thread within the 64-row tile.
+  __device__ __forceinline__ int tile_row(int h) const { return 16 * (warp % 4) + (lane >> 2) + 8 * h; }
+
+  // ---- the loader warp -----------------------------------------------------------------------
+  // Tile i into stage i % stages once both warpgroups have freed it: one box per page of the
+  // tile (lane l: page l), or one for the whole tile where it lies in one page or the cache is
+  // contiguous; nope panels from p.k, rope panels from p.k_rope.
+  __device__ __forceinline__ void load_tiles() {
+    const int count = n_end - n_begin;
+    // Two m blocks of one KV head read the same keys: keep them in L2 for the other.
+    const u64 policy = int(gridDim.y) > p.heads_k ? sm90::policy_evict_last() : sm90::policy_evict_first();
+    int entry = count > 0 ? this->box_entry(n_begin) : -1;
+#pragma unroll 1
+    for (int i = 0; i < count; ++i) {
+      const int n = n_begin + i, s = i % kStages;
+      const int next = i + 1 < count ? this->box_entry(n + 1) : -1;  // a tile ahead
+      if (i >= kStages) sm90::mbar_wait(empty(s), u32(i / kStages - 1) & 1u);
+      if (lane == 0) sm90::mbar_arrive_expect_tx(full(s), kTileBytes);
+      __syncwarp();
+      if (lane < kBoxes) {
+        int row, outer;
+        this->box_place(n, entry, row, outer);
+        const u32 dst = stage_base(s) + lane * kBoxRows * 128;
+        if constexpr (kBoxRows == kBN) {
+          sm90::tma_load_5d(dst, &p.tma_k, full(s), 0, row, 0, hk, outer, policy);
+          if constexpr (kRopePanels > 0)
+            sm90::tma_load_5d(dst + kKPanels * kBN * 128, &p.tma_k_rope, full(s), 0, row, 0, hk, outer, policy);
+        } else {
+#pragma unroll
+          for (int c = 0; c < kKPanels; ++c)
+            sm90::tma_load_5d(dst + c * kBN * 128, &p.tma_k, full(s), 0, row, c, hk, outer, policy);
+#pragma unroll
+          for (int c = 0; c < kRopePanels; ++c)
+            sm90::tma_load_5d(dst + (kKPanels + c) * kBN * 128, &p.tma_k_rope, full(s), 0, row, c, hk, outer, policy);
+        }
+      }
+      entry = next;
+    }
+  }
+
+  // ---- the warpgroups' math ------------------------------------------------------------------
+  __device__ __forceinline__ void issue_qk(int s) {
+    using namespace sm90;
+    const u32 q = smem_base + kR.q_offset, k = stage_base(s);
+    wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < kQkSteps; ++step) {
+      const u32 at = (step % 4) * 32;
+      Wgmma<E, kBN>::ss(s_acc, make_desc(q + (step / 4) * (kBM * 128) + at, 16, 1024),
+                        make_desc(k + (step / 4) * (kBN * 128) + at, 16, 1024), step > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+  }
+
+  // O += P V over this warpgroup's V columns of stage s (V MN-major: the tile's first dv columns).
+  __device__ __forceinline__ void issue_pv(const u32 (&pf)[kPSteps][4], int s) {
+    using namespace sm90;
+    const u32 v = stage_base(s) + wg * (kVCols / 64) * (kBN * 128);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kPSteps; ++kk)
+      Wgmma<E, kVCols>::rs(o, pf[kk], make_desc(v + kk * (16 * 128), kBN * 128, 1024), 1);
+    wgmma_commit();
+  }
+
+  __device__ __forceinline__ void rescale(const float (&factor)[2]) {
+    row_sum[0] *= factor[0];
+    row_sum[1] *= factor[1];
+    if (__any_sync(0xffffffffu, factor[0] != 1.f || factor[1] != 1.f)) sm90::rescale_rows(o, factor);
+  }
+
+  // V rows of tile n from the cache end on are zeroed before any GEMM reads the tile (P is 0
+  // there, but a page's bytes past the end need not be finite); by the tile's owner, whose
+  // barrier below and whose ready[] arrival order them before both warpgroups' P V.
+  __device__ __forceinline__ void clear_rows_past_end(int n, int s) const {
+    const int first = kv.seqlen_k - n * kBN;
+    if (first >= kBN) return;
+    constexpr int kChunks = kDV / 8;
+    for (int i = wt + first * kChunks; i < kBN * kChunks; i += 128)
+      sm80::st_shared_16(stage_base(s) + KTile::offset(i / kChunks, i % kChunks), 0u, 0u, 0u, 0u);
+    sm90::fence_proxy_async_shared();
+    sm90::named_barrier_sync(1 + wg, 128);
+  }
+
+  // -inf where key n0 + c is not visible from its row's token (or past the cache end).
+  __device__ __forceinline__ void apply_mask(int n0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int tok = token_of(m0 + tile_row(h));
+      const int lo = mask.col_lo(tok) - n0, hi = mask.col_hi(tok) - n0;
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = 8 * j + 2 * (lane & 3) + e;
+          if (c < lo || c >= hi) s_acc[4 * j + 2 * h + e] = neg_inf();
+        }
+    }
+  }
+
+  // The other warpgroup's tile j: its P, max and factor (published on ready[j % 2]); once every
+  // GEMM this warpgroup issued has finished (its P V of tile j - 1 frees that stage), O and the
+  // row sums follow the max through the factor and O += P(j) V(j) is issued.
+  __device__ __forceinline__ void add_other(int j) {
+    const int slot = j % 2;
+    sm90::mbar_wait(ready(slot), u32(j / 2) & 1u);
+    u32 pf[kPSteps][4];
+    const u32* src = p_slot(slot);
+#pragma unroll
+    for (int r = 0; r < kPWords; ++r) pf[r / 4][r % 4] = src[r * 128 + wt];
+    float factor[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      factor[h] = stat(kFactor, slot)[tile_row(h)];
+      max_scaled[h] = stat(kMax, slot)[tile_row(h)];
+    }
+    sm90::mbar_arrive(freed(slot));
+    sm90::wgmma_wait<0>();
+    sm90::fence_operand(o);
+    sm90::fence_operand(s_acc);
+    if (j >= 1) sm90::mbar_arrive(empty((j - 1) % kStages));
+    rescale(factor);
+    issue_pv(pf, j % kStages);
+  }
+
+  // Warpgroup wg's tile i. Its P V waits in `prev` to be issued with the next tile's Q K^T, so no
+  // GEMM is in flight between two tiles. kOther: a tile precedes this one (the other's, i - 1);
+  // kPrev: this warpgroup had a tile before (i - 2, whose P is in `prev`).
+  template <bool kOther, bool kPrev>
+  __device__ __forceinline__ void own_tile(int i, u32 (&prev)[kPSteps][4]) {
+    using namespace sm90;
+    const int n = n_begin + i, s = i % kStages;
+    mbar_wait(full(s), u32(i / kStages) & 1u);
+    if ((n + 1) * kBN > kv.seqlen_k) clear_rows_past_end(n, s);
+    issue_qk(s);
+    if constexpr (kPrev) issue_pv(prev, (i - 2) % kStages);
+    if constexpr (kOther) {
+      add_other(i - 1);  // S is done, P(i - 1) V(i - 1) runs through the softmax below
+    } else {
+      wgmma_wait<0>();
+      fence_operand(s_acc);
+    }
+    if (n >= n_unmasked_hi || n < n_unmasked_lo) apply_mask(n * kBN);
+
+    // Statistics: the running max moves where the tile's max exceeds it by more than 2^8.
+    float factor[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float m = neg_inf();
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) m = fmaxf(m, fmaxf(s_acc[4 * j + 2 * h], s_acc[4 * j + 2 * h + 1]));
+      m = quad_max(m) * p.softmax_scale_log2;
+      factor[h] = 1.f;
+      if (m > max_scaled[h] + kRescaleLog2) {  // false for a row that still sees no key
+        factor[h] = max_scaled[h] == neg_inf() ? 0.f : exp2_approx(max_scaled[h] - m);
+        max_scaled[h] = m;
+      }
+    }
+    const float base0 = max_scaled[0] == neg_inf() ? 0.f : max_scaled[0];
+    const float base1 = max_scaled[1] == neg_inf() ? 0.f : max_scaled[1];
+    float tile_sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int r = 0; r < kSRegs; ++r) {
+      s_acc[r] = exp2_approx(fmaf(s_acc[r], p.softmax_scale_log2, (r & 2) ? -base1 : -base0));
+      tile_sum[(r >> 1) & 1] += s_acc[r];
+    }
+    Softmax::template pack_probabilities<E>(s_acc, prev);
+
+    // Publish P, the max and the factor once the other warpgroup has read this slot's last ones.
+    if (i >= 2) mbar_wait(freed(wg), u32((i - 2) / 2) & 1u);
+    u32* dst = p_slot(wg);
+#pragma unroll
+    for (int r = 0; r < kPWords; ++r) dst[r * 128 + wt] = prev[r / 4][r % 4];
+    if ((lane & 3) == 0)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        stat(kMax, wg)[tile_row(h)] = max_scaled[h];
+        stat(kFactor, wg)[tile_row(h)] = factor[h];
+      }
+    mbar_arrive(ready(wg));
+
+    if constexpr (kOther) {
+      wgmma_wait<0>();  // P(i - 1) V(i - 1): its stage is free of this warpgroup
+      fence_operand(o);
+      mbar_arrive(empty((i - 1) % kStages));
+    }
+    rescale(factor);
+    row_sum[0] += tile_sum[0];
+    row_sum[1] += tile_sum[1];
+  }
+
+  __device__ __forceinline__ void consume() {
+    const int count = n_end - n_begin;
+    if (count == 0) return;
+    u32 prev[kPSteps][4];
+    int i = wg;
+    if (i < count) {
+      if (wg == 0)
+        own_tile<false, false>(0, prev);
+      else
+        own_tile<true, false>(1, prev);
+#pragma unroll 1
+      for (i += 2; i < count; i += 2) own_tile<true, true>(i, prev);
+      issue_pv(prev, (i - 2) % kStages);  // this warpgroup's last tile
+    }
+    // The sequence's last tile, when the other warpgroup owns it.
+    if ((count - 1) % 2 != wg) add_other(count - 1);
+    sm90::wgmma_wait<0>();
+    sm90::fence_operand(o);
+  }
+
+  // Both warpgroups' O now follows the last tile's max; each row's sum is the two shares'. Each
+  // warpgroup writes its own columns of its rows: O and the LSE (one split) or the split's
+  // normalised O and LSE to the workspace.
+  __device__ __forceinline__ void epilogue() {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      row_sum[h] = sm90::quad_sum(row_sum[h]);
+      if ((lane & 3) == 0) stat(kSum, wg)[tile_row(h)] = row_sum[h];
+    }
+    sm90::named_barrier_sync(3, kConsumers);
+    const bool bad = *bad_page_flag() != 0;
+    const float nan = __int_as_float(0x7fc00000);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float sum = row_sum[h] + stat(kSum, 1 - wg)[tile_row(h)];
+      const int packed = m0 + tile_row(h);
+      if (packed >= rows) continue;
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      const float lse = bad ? nan : sum > 0.f ? (max_scaled[h] + __log2f(sum)) * kLn2 : neg_inf();
+      const int tok = token_of(packed), head = head_of(packed);
+      const int col0 = wg * kVCols + 2 * (lane & 3);
+      if (p.num_splits == 1) {
+        OE* out = this->o_row(tok, head) + col0;
+#pragma unroll
+        for (int j = 0; j < kVCols / 8; ++j) {
+          const float o0 = bad ? nan : o[4 * j + 2 * h] * inv, o1 = bad ? nan : o[4 * j + 2 * h + 1] * inv;
+          *reinterpret_cast<u32*>(out + 8 * j) = pack2<OE>(o0, o1);
+        }
+        if (wg == 0 && (lane & 3) == 0) this->write_lse(tok, head, lse);
+      } else {
+        const i64 slot = this->partial_slot(tok, head);
+        float* out = p.partial_o + slot * kDV + col0;
+#pragma unroll
+        for (int j = 0; j < kVCols / 8; ++j) {
+          const float o0 = bad ? nan : o[4 * j + 2 * h] * inv, o1 = bad ? nan : o[4 * j + 2 * h + 1] * inv;
+          *reinterpret_cast<float2*>(out + 8 * j) = make_float2(o0, o1);
+        }
+        if (wg == 0 && (lane & 3) == 0) p.partial_lse[slot] = lse;
+      }
+    }
+  }
+
+  __device__ __forceinline__ void run() {
+    if (!this->begin()) return;
+    if (smem_base % 1024 != 0) __trap();  // 128B-swizzled tiles need 1 KB aligned bases
+    wg = warp / 4;
+    wt = tid % 128;
+    if (tid == 0) {
+      *bad_page_flag() = 0;
+#pragma unroll
+      for (int s = 0; s < kStages; ++s) {
+        sm90::mbar_init(full(s), 1);
+        sm90::mbar_init(empty(s), kConsumers);
+      }
+      for (int w = 0; w < 2; ++w) {
+        sm90::mbar_init(ready(w), 128);
+        sm90::mbar_init(freed(w), 128);
+      }
+      sm90::fence_barrier_init();
+    }
+    __syncthreads();  // the barriers exist, the flag is clear
+    if (wg == 2) {
+      sm90::regs_decrease<kLoaderRegs>();
+      if (warp == kLoaderWarp) load_tiles();
+      return;
+    }
+    sm90::regs_increase<kConsumerRegs>();
+    // Q by the warpgroups' cp.async, fenced for wgmma's reads through the async proxy.
+    this->template load_q_by<kConsumers>();
+    sm80::cp_async_commit();
+#pragma unroll
+    for (int r = 0; r < kORegs; ++r) o[r] = 0.f;
+    max_scaled[0] = max_scaled[1] = neg_inf();
+    row_sum[0] = row_sum[1] = 0.f;
+    sm80::cp_async_wait<0>();
+    sm90::fence_proxy_async_shared();
+    sm90::named_barrier_sync(3, kConsumers);
+    consume();
+    epilogue();
+  }
+};
+
+template <class T>
+__device__ void latent_seesaw(const AttentionParams& p) {
+  LatentSeesaw<T> k(p);
+  k.run();
+}
+
+}  // namespace flashjit::decode
