@@ -105,6 +105,36 @@ struct LatentRing : KeyRing<Derived, T> {
     if constexpr (kRopeChunks > 0) load_q_chunks<kNopeChunks, kRopeChunks, typename T::RopeElement, kBy>(p.q_rope);
   }
   __device__ __forceinline__ void load_q() const { load_q_by<kThreads>(); }
+
+  // Packed row `packed` (row g + 8 h of a thread's 16-row block) of the O columns a thread holds
+  // in accumulator order (o[4 j + 2 h + e]: column col0 + 8 j + e), times `inv` (NaN where a page
+  // was bad): into the row of O (one split) or the split's workspace slot; its LSE too where
+  // `lse_writer`.
+  template <int kPairs, int kRegs>
+  __device__ __forceinline__ void write_o_row(const float (&o)[kRegs], int h, int packed, int col0, float inv,
+                                              float lse, bool bad, bool lse_writer) const {
+    using OE = typename T::OutElement;
+    const float nan = __int_as_float(0x7fc00000);
+    const int tok = token_of(packed), head = head_of(packed);
+    if (p.num_splits == 1) {
+      OE* dst = this->o_row(tok, head) + col0;
+#pragma unroll
+      for (int j = 0; j < kPairs; ++j) {
+        const float o0 = bad ? nan : o[4 * j + 2 * h] * inv, o1 = bad ? nan : o[4 * j + 2 * h + 1] * inv;
+        *reinterpret_cast<u32*>(dst + 8 * j) = pack2<OE>(o0, o1);
+      }
+      if (lse_writer) this->write_lse(tok, head, lse);
+    } else {
+      const i64 slot = this->partial_slot(tok, head);
+      float* dst = p.partial_o + slot * kDV + col0;
+#pragma unroll
+      for (int j = 0; j < kPairs; ++j) {
+        const float o0 = bad ? nan : o[4 * j + 2 * h] * inv, o1 = bad ? nan : o[4 * j + 2 * h + 1] * inv;
+        *reinterpret_cast<float2*>(dst + 8 * j) = make_float2(o0, o1);
+      }
+      if (lse_writer) p.partial_lse[slot] = lse;
+    }
+  }
 };
 
 }  // namespace flashjit::decode

@@ -50,7 +50,7 @@ namespace flashjit::decode {
 template <class T>
 struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   using Base = LatentRing<LatentSeesaw<T>, T>;
-  using Base::m0, Base::rows, Base::mask, Base::tid, Base::warp, Base::lane, Base::n_begin, Base::n_end,
+  using Base::m0, Base::rows, Base::tid, Base::warp, Base::lane, Base::n_begin, Base::n_end,
       Base::n_unmasked_lo, Base::n_unmasked_hi, Base::p, Base::smem, Base::smem_base, Base::token_of, Base::head_of,
       Base::bad_page_flag, Base::kBM, Base::kBN, Base::kWarps, Base::kDQK, Base::kDV, Base::kDN, Base::kDR,
       Base::kStages, Base::kR, Base::kBoxRows, Base::kBoxes, Base::hk, Base::kv;
@@ -188,22 +188,6 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
     sm90::named_barrier_sync(1 + wg, 128);
   }
 
-  // -inf where key n0 + c is not visible from its row's token (or past the cache end).
-  __device__ __forceinline__ void apply_mask(int n0) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int tok = token_of(m0 + tile_row(h));
-      const int lo = mask.col_lo(tok) - n0, hi = mask.col_hi(tok) - n0;
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int c = 8 * j + 2 * (lane & 3) + e;
-          if (c < lo || c >= hi) s_acc[4 * j + 2 * h + e] = neg_inf();
-        }
-    }
-  }
-
   // The other warpgroup's tile j: its P, max and factor (published on ready[j % 2]); once every
   // GEMM this warpgroup issued has finished (its P V of tile j - 1 frees that stage), O and the
   // row sums follow the max through the factor and O += P(j) V(j) is issued.
@@ -246,7 +230,8 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
       wgmma_wait<0>();
       fence_operand(s_acc);
     }
-    if (n >= n_unmasked_hi || n < n_unmasked_lo) apply_mask(n * kBN);
+    if (n >= n_unmasked_hi || n < n_unmasked_lo)  // the ring's mask, on S in its accumulator order
+      this->mask_scores(reinterpret_cast<float(&)[1][kBN / 8][4]>(s_acc), n * kBN);
 
     // Statistics: the running max moves where the tile's max exceeds it by more than 2^8.
     float factor[2];
@@ -334,26 +319,8 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
       if (packed >= rows) continue;
       const float inv = sum > 0.f ? 1.f / sum : 0.f;
       const float lse = bad ? nan : sum > 0.f ? (max_scaled[h] + __log2f(sum)) * kLn2 : neg_inf();
-      const int tok = token_of(packed), head = head_of(packed);
-      const int col0 = wg * kVCols + 2 * (lane & 3);
-      if (p.num_splits == 1) {
-        OE* out = this->o_row(tok, head) + col0;
-#pragma unroll
-        for (int j = 0; j < kVCols / 8; ++j) {
-          const float o0 = bad ? nan : o[4 * j + 2 * h] * inv, o1 = bad ? nan : o[4 * j + 2 * h + 1] * inv;
-          *reinterpret_cast<u32*>(out + 8 * j) = pack2<OE>(o0, o1);
-        }
-        if (wg == 0 && (lane & 3) == 0) this->write_lse(tok, head, lse);
-      } else {
-        const i64 slot = this->partial_slot(tok, head);
-        float* out = p.partial_o + slot * kDV + col0;
-#pragma unroll
-        for (int j = 0; j < kVCols / 8; ++j) {
-          const float o0 = bad ? nan : o[4 * j + 2 * h] * inv, o1 = bad ? nan : o[4 * j + 2 * h + 1] * inv;
-          *reinterpret_cast<float2*>(out + 8 * j) = make_float2(o0, o1);
-        }
-        if (wg == 0 && (lane & 3) == 0) p.partial_lse[slot] = lse;
-      }
+      this->template write_o_row<kVCols / 8>(o, h, packed, wg * kVCols + 2 * (lane & 3), inv, lse, bad,
+                                             wg == 0 && (lane & 3) == 0);
     }
   }
 

@@ -153,26 +153,8 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
       const float mx = softmax.row_max(0, h);
       const float inv = sum > 0.f ? 1.f / sum : 0.f;
       const float lse = bad ? nan : sum > 0.f ? mx * score_scale + logf(sum) : neg_inf();
-      const int tok = token_of(packed), head = head_of(packed);
-      const int col0 = wn * kVCols + 2 * t;
-      if (p.num_splits == 1) {
-        OE* dst = this->o_row(tok, head) + col0;
-#pragma unroll
-        for (int d = 0; d < kDT; ++d) {
-          const float o0 = bad ? nan : acc_o[0][d][2 * h] * inv, o1 = bad ? nan : acc_o[0][d][2 * h + 1] * inv;
-          *reinterpret_cast<u32*>(dst + 8 * d) = pack2<OE>(o0, o1);
-        }
-        if (wn == 0 && t == 0) this->write_lse(tok, head, lse);
-      } else {
-        const i64 slot = this->partial_slot(tok, head);
-        float* dst = p.partial_o + slot * kDV + col0;
-#pragma unroll
-        for (int d = 0; d < kDT; ++d) {
-          const float o0 = bad ? nan : acc_o[0][d][2 * h] * inv, o1 = bad ? nan : acc_o[0][d][2 * h + 1] * inv;
-          *reinterpret_cast<float2*>(dst + 8 * d) = make_float2(o0, o1);
-        }
-        if (wn == 0 && t == 0) p.partial_lse[slot] = lse;
-      }
+      this->template write_o_row<kDT>(reinterpret_cast<const float(&)[4 * kDT]>(acc_o), h, packed, wn * kVCols + 2 * t,
+                                      inv, lse, bad, wn == 0 && t == 0);
     }
   }
 

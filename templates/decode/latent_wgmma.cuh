@@ -192,26 +192,8 @@ struct LatentWgmma : LatentRing<LatentWgmma<T>, T> {
       if (packed >= rows) continue;
       const float inv = sum > 0.f ? 1.f / sum : 0.f;
       const float lse = bad ? nan : sum > 0.f ? (max_scaled[h] + __log2f(sum)) * kLn2 : neg_inf();
-      const int tok = token_of(packed), head = head_of(packed);
-      const int col0 = wn * kVCols + 2 * (lane & 3);
-      if (p.num_splits == 1) {
-        OE* dst = this->o_row(tok, head) + col0;
-#pragma unroll
-        for (int j = 0; j < kVCols / 8; ++j) {
-          const float o0 = bad ? nan : o[4 * j + 2 * h] * inv, o1 = bad ? nan : o[4 * j + 2 * h + 1] * inv;
-          *reinterpret_cast<u32*>(dst + 8 * j) = pack2<OE>(o0, o1);
-        }
-        if (wn == 0 && (lane & 3) == 0) this->write_lse(tok, head, lse);
-      } else {
-        const i64 slot = this->partial_slot(tok, head);
-        float* dst = p.partial_o + slot * kDV + col0;
-#pragma unroll
-        for (int j = 0; j < kVCols / 8; ++j) {
-          const float o0 = bad ? nan : o[4 * j + 2 * h] * inv, o1 = bad ? nan : o[4 * j + 2 * h + 1] * inv;
-          *reinterpret_cast<float2*>(dst + 8 * j) = make_float2(o0, o1);
-        }
-        if (wn == 0 && (lane & 3) == 0) p.partial_lse[slot] = lse;
-      }
+      this->template write_o_row<kVCols / 8>(o, h, packed, wn * kVCols + 2 * (lane & 3), inv, lse, bad,
+                                             wn == 0 && (lane & 3) == 0);
     }
   }
 
