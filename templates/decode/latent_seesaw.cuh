@@ -19,20 +19,18 @@
 //
 // Per tile i of warpgroup w, with s = i % stages:
 //   1. wait for the tile (full[s]); if it runs past the cache end, clear its V rows there; issue
-//      S = Q K^T (every 16-column k-step of Q and K, both in 128-byte-swizzled panels), then
-//      O += P(i - 2) V(i - 2), this warpgroup's previous tile.
+//      S = Q K^T (every 16-column k-step of Q and K, both in 128-byte-swizzled panels).
 //   2. (i > 0) wait for tile i - 1's P, max and factor (ready[1 - w]), load them, free the slot;
-//      wait for both GEMMs (tile i - 2's stage is then free of this warpgroup: empty), rescale O
-//      by tile i - 1's factor and issue O += P(i - 1) V(i - 1).
-//   3. mask, max, probabilities, row sums, while P(i - 1) V(i - 1) runs; publish P, max and factor
-//      (ready[w]) once the other warpgroup has read the previous ones (free[w]).
-//   4. wait for P(i - 1) V(i - 1) (then free stage i - 1) and rescale O by this tile's factor.
-// No GEMM is in flight from one tile to the next (ptxas serialises wgmma otherwise). After its
-// last tile a warpgroup issues that tile's P V and adds the sequence's last tile if the other one
-// owns it.
+//      rescale O by tile i - 1's factor and issue O += P(i - 1) V(i - 1).
+//   3. wait for S; mask, max, probabilities, row sums, while P(i - 1) V(i - 1) runs; publish P,
+//      max and factor (ready[w]) once the other warpgroup has read the previous ones (free[w]).
+//   4. wait for P(i - 1) V(i - 1) (stage i - 1 is then free of this warpgroup: empty), rescale O
+//      by this tile's factor, issue O += P(i) V(i) and wait for it (stage i free of it too).
+// After its last tile a warpgroup adds the sequence's last tile if the other one owns it.
 // The loader waits for both warpgroups to free a stage (empty[s]: 256 arrivals) before it
 // refills it: a warpgroup frees its own tile after its P V, and the other's after its P V of
-// it. Three stages at least: a warpgroup frees its tile i only while it works on tile i + 2.
+// it, while it works on its next tile. Three stages at least: tiles i and i + 1 are both in use
+// while the next is loaded.
 #pragma once
 
 #include "common/mask.cuh"
@@ -111,8 +109,11 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   // Tile i into stage i % stages once both warpgroups have freed it: one box per page of the
   // tile (lane l: page l), or one for the whole tile where it lies in one page or the cache is
   // contiguous; nope panels from p.k, rope panels from p.k_rope.
+  // The key tiles of this CTA's split (none where the split starts past the last tile).
+  __device__ __forceinline__ int tile_count() const { return n_end > n_begin ? n_end - n_begin : 0; }
+
   __device__ __forceinline__ void load_tiles() {
-    const int count = n_end - n_begin;
+    const int count = tile_count();
     // Two m blocks of one KV head read the same keys: keep them in L2 for the other.
     const u64 policy = int(gridDim.y) > p.heads_k ? sm90::policy_evict_last() : sm90::policy_evict_first();
     int entry = count > 0 ? this->box_entry(n_begin) : -1;
@@ -188,9 +189,11 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
     sm90::named_barrier_sync(1 + wg, 128);
   }
 
-  // The other warpgroup's tile j: its P, max and factor (published on ready[j % 2]); once every
-  // GEMM this warpgroup issued has finished (its P V of tile j - 1 frees that stage), O and the
-  // row sums follow the max through the factor and O += P(j) V(j) is issued.
+  // The other warpgroup's tile j: its P, max and factor (published on ready[j % 2]); O and the row
+  // sums follow the max through the factor and O += P(j) V(j) is issued. No GEMM of this
+  // warpgroup that writes O is in flight here (its P V waits to finish at the end of its tile).
+  // kFresh: O is still zero (this warpgroup has added no tile), so nothing needs rescaling.
+  template <bool kFresh>
   __device__ __forceinline__ void add_other(int j) {
     const int slot = j % 2;
     sm90::mbar_wait(ready(slot), u32(j / 2) & 1u);
@@ -205,31 +208,28 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
       max_scaled[h] = stat(kMax, slot)[tile_row(h)];
     }
     sm90::mbar_arrive(freed(slot));
-    sm90::wgmma_wait<0>();
-    sm90::fence_operand(o);
-    sm90::fence_operand(s_acc);
-    if (j >= 1) sm90::mbar_arrive(empty((j - 1) % kStages));
-    rescale(factor);
+    if constexpr (!kFresh) rescale(factor);
     issue_pv(pf, j % kStages);
   }
 
-  // Warpgroup wg's tile i. Its P V waits in `prev` to be issued with the next tile's Q K^T, so no
-  // GEMM is in flight between two tiles. kOther: a tile precedes this one (the other's, i - 1);
-  // kPrev: this warpgroup had a tile before (i - 2, whose P is in `prev`).
-  template <bool kOther, bool kPrev>
-  __device__ __forceinline__ void own_tile(int i, u32 (&prev)[kPSteps][4]) {
+  // Warpgroup wg's tile i; kOther: a tile precedes it (the other warpgroup's, i - 1); kFresh: the
+  // warpgroup's first tile (O is zero). The tile's
+  // P V finishes before the next tile, so no GEMM is in flight from one tile to the next (ptxas
+  // serialises wgmma otherwise) and the stage is freed of this warpgroup as early as it can be.
+  template <bool kOther, bool kFresh>
+  __device__ __forceinline__ void own_tile(int i) {
     using namespace sm90;
     const int n = n_begin + i, s = i % kStages;
     mbar_wait(full(s), u32(i / kStages) & 1u);
     if ((n + 1) * kBN > kv.seqlen_k) clear_rows_past_end(n, s);
     issue_qk(s);
-    if constexpr (kPrev) issue_pv(prev, (i - 2) % kStages);
     if constexpr (kOther) {
-      add_other(i - 1);  // S is done, P(i - 1) V(i - 1) runs through the softmax below
+      add_other<kFresh>(i - 1);
+      wgmma_wait<1>();  // S; P(i - 1) V(i - 1) runs through the softmax below
     } else {
       wgmma_wait<0>();
-      fence_operand(s_acc);
     }
+    fence_operand(s_acc);
     if (n >= n_unmasked_hi || n < n_unmasked_lo)  // the ring's mask, on S in its accumulator order
       this->mask_scores(reinterpret_cast<float(&)[1][kBN / 8][4]>(s_acc), n * kBN);
 
@@ -255,13 +255,14 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
       s_acc[r] = exp2_approx(fmaf(s_acc[r], p.softmax_scale_log2, (r & 2) ? -base1 : -base0));
       tile_sum[(r >> 1) & 1] += s_acc[r];
     }
-    Softmax::template pack_probabilities<E>(s_acc, prev);
+    u32 pf[kPSteps][4];
+    Softmax::template pack_probabilities<E>(s_acc, pf);
 
     // Publish P, the max and the factor once the other warpgroup has read this slot's last ones.
     if (i >= 2) mbar_wait(freed(wg), u32((i - 2) / 2) & 1u);
     u32* dst = p_slot(wg);
 #pragma unroll
-    for (int r = 0; r < kPWords; ++r) dst[r * 128 + wt] = prev[r / 4][r % 4];
+    for (int r = 0; r < kPWords; ++r) dst[r * 128 + wt] = pf[r / 4][r % 4];
     if ((lane & 3) == 0)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -278,26 +279,33 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
     rescale(factor);
     row_sum[0] += tile_sum[0];
     row_sum[1] += tile_sum[1];
+    issue_pv(pf, s);
+    wgmma_wait<0>();
+    fence_operand(o);
+    mbar_arrive(empty(s));
   }
 
   __device__ __forceinline__ void consume() {
-    const int count = n_end - n_begin;
+    const int count = tile_count();
     if (count == 0) return;
-    u32 prev[kPSteps][4];
     int i = wg;
     if (i < count) {
       if (wg == 0)
-        own_tile<false, false>(0, prev);
+        own_tile<false, true>(0);
       else
-        own_tile<true, false>(1, prev);
+        own_tile<true, true>(1);
 #pragma unroll 1
-      for (i += 2; i < count; i += 2) own_tile<true, true>(i, prev);
-      issue_pv(prev, (i - 2) % kStages);  // this warpgroup's last tile
+      for (i += 2; i < count; i += 2) own_tile<true, false>(i);
     }
     // The sequence's last tile, when the other warpgroup owns it.
-    if ((count - 1) % 2 != wg) add_other(count - 1);
-    sm90::wgmma_wait<0>();
-    sm90::fence_operand(o);
+    if ((count - 1) % 2 != wg) {
+      if (count == 1)
+        add_other<true>(0);  // this warpgroup had no tile
+      else
+        add_other<false>(count - 1);
+      sm90::wgmma_wait<0>();
+      sm90::fence_operand(o);
+    }
   }
 
   // Both warpgroups' O now follows the last tile's max; each row's sum is the two shares'. Each
