@@ -56,6 +56,7 @@ bool tma_loads(const Config& c) { return c.tuning.kv_loads == KvLoads::tma; }
 // The latent seesaw pass: wgmma warpgroups on alternate key tiles, loaded by TMA.
 bool latent_seesaw(const Config& c) { return latent_wgmma(c) && tma_loads(c); }
 constexpr int kSeesawWarps = 12;  // two wgmma warpgroups and a loader warpgroup
+constexpr int kSeesawKeys = 32;   // keys per tile: four stages fit beside Q at 576 columns
 
 // From this many packed rows "auto" gives a cache the wgmma pass on sm_90a (one 64-row tile),
 // and from kWgmmaWideRows a 128-row tile (two warpgroups of 64 rows), which reads the cache once
@@ -337,7 +338,14 @@ class DecodeFamily final : public KernelFamily {
       t.consumer_warpgroups = arch.has_wgmma() && tile && packed_rows(c) >= kWgmmaRows ? 2 : 0;
     }
     const bool wgmma = *t.consumer_warpgroups == 2;
-    if (!t.kv_loads) t.kv_loads = KvLoads::cp_async;
+    if (!t.kv_loads) {
+      // TMA boxes, so the seesaw pass, wherever they apply to the wgmma pass's caches, unless a
+      // tile only the ring's pass takes is named (MEASURED_SEESAW).
+      const bool tile = (!t.num_warps || *t.num_warps == kSeesawWarps) && t.BN.value_or(kSeesawKeys) <= 64 &&
+                        t.num_kv_stages.value_or(3) >= 3;
+      const bool tma = wgmma && tile && !tma_issue(c, arch, t.BN.value_or(kSeesawKeys)) && c.head_dim.rope % 64 == 0;
+      t.kv_loads = tma ? KvLoads::tma : KvLoads::cp_async;
+    }
     const bool seesaw = wgmma && *t.kv_loads == KvLoads::tma;
     if (!t.BM) t.BM = wgmma ? 64 : packed_rows(c) <= 16 ? 16 : 32;
     if (!t.num_warps) {
@@ -345,7 +353,7 @@ class DecodeFamily final : public KernelFamily {
       const int warps_n = c.head_dim.v >= 256 ? 4 : 2;
       t.num_warps = seesaw ? kSeesawWarps : wgmma ? 8 : warps_n * (*t.BM / 16);
     }
-    if (!t.BN) t.BN = seesaw ? 32 : wgmma ? 48 : 32;
+    if (!t.BN) t.BN = seesaw ? kSeesawKeys : wgmma ? 48 : 32;
     if (!t.num_kv_stages) {
       int stages = seesaw ? 4 : 2;
       while (stages > 3 && smem_for(c, *t.BM, *t.BN, *t.num_warps, stages) > arch.max_smem_per_block) --stages;

@@ -94,6 +94,7 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   __device__ __forceinline__ u32 empty(int s) const { return barrier(kStages + s); }
   __device__ __forceinline__ u32 ready(int w) const { return barrier(2 * kStages + w); }
   __device__ __forceinline__ u32 freed(int w) const { return barrier(2 * kStages + 2 + w); }
+  __device__ __forceinline__ u32 sums_ready() const { return barrier(2 * kStages + 4); }
   enum Stat { kMax = 0, kFactor = 1, kSum = 2 };
   __device__ __forceinline__ float* stat(Stat kind, int slot) const {
     return reinterpret_cast<float*>(smem + kR.stats_offset) + (2 * kind + slot) * kBM;
@@ -317,7 +318,8 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
       row_sum[h] = sm90::quad_sum(row_sum[h]);
       if ((lane & 3) == 0) stat(kSum, wg)[tile_row(h)] = row_sum[h];
     }
-    sm90::named_barrier_sync(3, kConsumers);
+    sm90::mbar_arrive(sums_ready());  // both warpgroups' shares are written
+    sm90::mbar_wait(sums_ready(), 0u);
     const bool bad = *bad_page_flag() != 0;
     const float nan = __int_as_float(0x7fc00000);
 #pragma unroll
@@ -348,6 +350,7 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
         sm90::mbar_init(ready(w), 128);
         sm90::mbar_init(freed(w), 128);
       }
+      sm90::mbar_init(sums_ready(), kConsumers);
       sm90::fence_barrier_init();
     }
     __syncthreads();  // the barriers exist, the flag is clear

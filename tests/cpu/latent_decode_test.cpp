@@ -51,36 +51,45 @@ TEST(LatentDecode, TilesAndSharedMemory) {
   EXPECT_EQ(decode::latent_regions({16, 32, 576, 4, 2}).total, want);
   EXPECT_LE(2 * want, 228 * 1024);
   EXPECT_EQ(*r16.tuning.consumer_warpgroups, 0);  // mma.sync warps below 32 packed rows
-  // 128 heads on sm_90a: two wgmma warpgroups share a 64-row tile; Q 64 x 576, two stages of
-  // 48 x 576, two row-offset slots, one exchange slot of 64 x 48 floats per warpgroup.
+  // 128 heads on sm_90a, page 64: two wgmma warpgroups on alternate tiles and a loader
+  // warpgroup (TMA loads); Q, four stages of 32 x 576, each warpgroup's P of a tile (64 x 32
+  // 16-bit), the statistics (3 x 2 x 64 floats), thirteen mbarriers (padded to 16 bytes), the flag.
   const Config r128 = resolve(mla(128, 1));
   EXPECT_EQ(*r128.tuning.consumer_warpgroups, 2);
+  EXPECT_EQ(*r128.tuning.kv_loads, KvLoads::tma);
   EXPECT_EQ(*r128.tuning.BM, 64);
-  EXPECT_EQ(*r128.tuning.num_warps, 8);
-  EXPECT_EQ(*r128.tuning.BN, 48);
-  EXPECT_EQ(*r128.tuning.num_kv_stages, 2);
+  EXPECT_EQ(*r128.tuning.num_warps, 12);
+  EXPECT_EQ(*r128.tuning.BN, 32);
+  EXPECT_EQ(*r128.tuning.num_kv_stages, 4);
+  const int seesaw_bytes = 64 * 576 * 2 + 4 * 32 * 576 * 2 + 2 * 64 * 32 * 2 + 3 * 2 * 64 * 4 + 14 * 8 + 16;
+  EXPECT_EQ(generate(r128).launch.smem_bytes, seesaw_bytes);
+  EXPECT_LE(seesaw_bytes, 227 * 1024);
+  EXPECT_TRUE(generate(r128).launch.uses_tma);
+  EXPECT_EQ(readable_name(r128), "fwd_sm90a_bf16_d576v512r64_none_g128_paged64_lse_decode_q1_latent_wgmma_tma_bm64_bn32");
+  // Pages below a TMA box's 8 rows keep the ring's cp.async gathers: both warpgroups on every
+  // tile; Q 64 x 576, two stages of 48 x 576, two row-offset slots, one exchange slot of
+  // 64 x 48 floats per warpgroup.
+  Config paged4 = mla(128, 1);
+  paged4.kv_layout.page_size = 4;
+  const Config r4 = resolve(paged4);
+  EXPECT_EQ(*r4.tuning.consumer_warpgroups, 2);
+  EXPECT_EQ(*r4.tuning.kv_loads, KvLoads::cp_async);
+  EXPECT_EQ(*r4.tuning.num_warps, 8);
+  EXPECT_EQ(*r4.tuning.BN, 48);
+  EXPECT_EQ(*r4.tuning.num_kv_stages, 2);
   const int wgmma_bytes = 64 * 576 * 2 + 2 * 48 * 576 * 2 + 2 * 48 * 16 + 2 * 64 * 48 * 4 + 16;
-  EXPECT_EQ(generate(r128).launch.smem_bytes, wgmma_bytes);
-  EXPECT_LE(wgmma_bytes, 227 * 1024);
-  EXPECT_EQ(readable_name(r128), "fwd_sm90a_bf16_d576v512r64_none_g128_paged64_lse_decode_q1_latent_wgmma_bm64_bn48");
+  EXPECT_EQ(generate(r4).launch.smem_bytes, wgmma_bytes);
+  EXPECT_EQ(readable_name(r4), "fwd_sm90a_bf16_d576v512r64_none_g128_paged4_lse_decode_q1_latent_wgmma_bm64_bn48");
+  // A tile the seesaw pass does not take (eight warps, 48 keys) keeps the gathers too.
+  Config eight = mla(128, 1);
+  eight.tuning.num_warps = 8;
+  EXPECT_EQ(*resolve(eight).tuning.kv_loads, KvLoads::cp_async);
+  Config bn48 = mla(128, 1);
+  bn48.tuning.BN = 48;
+  EXPECT_EQ(*resolve(bn48).tuning.kv_loads, KvLoads::cp_async);
   EXPECT_EQ(*resolve(mla(64, 1)).tuning.consumer_warpgroups, 2);
   EXPECT_EQ(*resolve(mla(32, 2)).tuning.consumer_warpgroups, 2);  // 64 packed rows
   EXPECT_EQ(*resolve(mla(32, 1)).tuning.consumer_warpgroups, 0);
-  // TMA loads: two warpgroups on alternate tiles and a loader warpgroup; Q, four stages of
-  // 32 x 576, each warpgroup's P of a tile (64 x 32 16-bit), the statistics (3 x 2 x 64 floats),
-  // twelve mbarriers, the flag.
-  Config seesaw = mla(128, 1);
-  seesaw.tuning.kv_loads = KvLoads::tma;
-  const Config rs = resolve(seesaw);
-  EXPECT_EQ(*rs.tuning.consumer_warpgroups, 2);
-  EXPECT_EQ(*rs.tuning.num_warps, 12);
-  EXPECT_EQ(*rs.tuning.BN, 32);
-  EXPECT_EQ(*rs.tuning.num_kv_stages, 4);
-  const int seesaw_bytes = 64 * 576 * 2 + 4 * 32 * 576 * 2 + 2 * 64 * 32 * 2 + 3 * 2 * 64 * 4 + 12 * 8 + 16;
-  EXPECT_EQ(generate(rs).launch.smem_bytes, seesaw_bytes);
-  EXPECT_LE(seesaw_bytes, 227 * 1024);
-  EXPECT_TRUE(generate(rs).launch.uses_tma);
-  EXPECT_EQ(readable_name(rs), "fwd_sm90a_bf16_d576v512r64_none_g128_paged64_lse_decode_q1_latent_wgmma_tma_bm64_bn32");
   // Other targets, and V widths the two warpgroups cannot halve into panels, keep mma.sync.
   const Config a100 = resolve(mla(128, 1, "sm_80"));
   EXPECT_EQ(*a100.tuning.consumer_warpgroups, 0);
@@ -172,7 +181,8 @@ TEST(LatentDecode, RulesNameTheField) {
   c.tuning.BN = 40;
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.BN"});
   c = mla(128, 1);
-  c.tuning.num_kv_stages = 3;  // 64 x 576 of Q and 3 x 54 KB of latent rows
+  c.tuning.kv_loads = KvLoads::cp_async;  // the ring's wgmma pass: 48-key tiles
+  c.tuning.num_kv_stages = 3;             // 64 x 576 of Q and 3 x 54 KB of latent rows
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_kv_stages"});
   // The latent pass has exactly two warpgroups; a cache without shared K/V takes one or two.
   c = mla(16, 1);

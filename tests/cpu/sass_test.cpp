@@ -154,6 +154,7 @@ TEST_F(Sass, LatentWgmmaPassIssuesHgmma) {
   c.head_dim = {576, 512, 64};
   c.group = 128;
   c.kv_layout = {true, 64, true};
+  c.tuning.kv_loads = KvLoads::cp_async;  // the ring's gathers (TMA loads take the seesaw pass)
   const Config r = resolve(c);
   ASSERT_EQ(*r.tuning.consumer_warpgroups, 2);
   const std::string sass = disassemble(compile(generate(r)).cubin);
@@ -163,15 +164,16 @@ TEST_F(Sass, LatentWgmmaPassIssuesHgmma) {
   EXPECT_EQ(count(sass, "HMMA."), 0u);
 }
 
-// The seesaw pass (TMA loads): HGMMA for both GEMMs, the tiles by UTMALDG, setmaxnreg.
+// The seesaw pass (TMA loads, the default at 128 heads and page 64): HGMMA for both GEMMs, the
+// tiles by UTMALDG, setmaxnreg.
 TEST_F(Sass, LatentSeesawPassLoadsByTma) {
   Config c;
   c.arch = "sm_90a";
   c.head_dim = {576, 512, 64};
   c.group = 128;
   c.kv_layout = {true, 64, true};
-  c.tuning.kv_loads = KvLoads::tma;
   const Config r = resolve(c);
+  ASSERT_EQ(*r.tuning.kv_loads, KvLoads::tma);  // the default where TMA boxes apply
   const std::string sass = disassemble(compile(generate(r)).cubin);
   EXPECT_GT(count(sass, "HGMMA.64x32x16.F32.BF16"), 0u) << "Q·Kᵀ";
   EXPECT_GT(count(sass, "HGMMA.64x256x16.F32.BF16"), 0u) << "P·V";

@@ -283,21 +283,25 @@ const std::vector<LatentCase>& latent_cases() {
       {"mla_bf16_g128_q1_page64_bm16", DType::bf16, 576, 512, 64, 128, 1, 64, Mask::none, false, 0, 1, 16},
       {"mla_bf16_g16_q2_page64_causal_bm32_w4", DType::bf16, 576, 512, 64, 16, 2, 64, Mask::causal, false, 0, 1, 32, 4},
       {"mla_bf16_g16_q1_page64_bn64", DType::bf16, 576, 512, 64, 16, 1, 64, Mask::none, false, 0, 1, 0, 0, 64},
-      // From 64 packed rows on, sm_90a takes the wgmma pass by default (the cases above with
-      // 64 or more rows run it there); these cover its other shapes, and the mma.sync pass
-      // where wgmma would be the default.
-      {"mla_wgmma_bf16_g128_q2_page64_causal", DType::bf16, 576, 512, 64, 128, 2, 64, Mask::causal, false, 0},
+      // From 64 packed rows on, sm_90a takes a wgmma pass by default (the cases above with 64 or
+      // more rows run the seesaw pass there, TMA loads: pages of 64); these cover the ring's
+      // wgmma pass (cp.async gathers) and the mma.sync pass where wgmma would be the default.
+      {"mla_wgmma_bf16_g128_q2_page64_causal", DType::bf16, 576, 512, 64, 128, 2, 64, Mask::causal, false, 0, 1, 0, 0,
+       0, -1, 0, KvLoads::cp_async},
       {"mla_wgmma_fp16_g128_q1_page1_one_split", DType::fp16, 576, 512, 64, 128, 1, 1, Mask::none, false, 1},
-      {"mla_wgmma_one_buffer_bf16_g64_q1_page16", DType::bf16, 576, 512, 0, 64, 1, 16, Mask::none, false, 0},
-      {"latent_wgmma_v256_bf16_g64_q1_page64", DType::bf16, 576, 256, 64, 64, 1, 64, Mask::none, false, 0, 2},
+      {"mla_wgmma_one_buffer_bf16_g64_q1_page16", DType::bf16, 576, 512, 0, 64, 1, 16, Mask::none, false, 0, 1, 0, 0,
+       0, -1, 0, KvLoads::cp_async},
+      {"latent_wgmma_v256_bf16_g64_q1_page64", DType::bf16, 576, 256, 64, 64, 1, 64, Mask::none, false, 0, 2, 0, 0, 0,
+       -1, 0, KvLoads::cp_async},
       {"mla_wgmma_fp16_g32_q1_page16_seven_splits", DType::fp16, 576, 512, 64, 32, 1, 16, Mask::none, false, 7, 1, 0, 0,
-       0, 2},
+       0, 2, 0, KvLoads::cp_async},
       {"mla_wgmma_bf16_g32_q2_page64_causal_bn16_four_stages", DType::bf16, 576, 512, 64, 32, 2, 64, Mask::causal,
-       false, 0, 1, 0, 0, 16, -1, 4},
+       false, 0, 1, 0, 0, 16, -1, 4, KvLoads::cp_async},
       {"mla_wgmma_bf16_g128_q1_page64_bn32_three_stages", DType::bf16, 576, 512, 64, 128, 1, 64, Mask::none, false, 3, 1,
-       0, 0, 32, -1, 3},
+       0, 0, 32, -1, 3, KvLoads::cp_async},
       {"mla_mma_sync_bf16_g128_q1_page64", DType::bf16, 576, 512, 64, 128, 1, 64, Mask::none, false, 0, 1, 0, 0, 0, 0},
-      // TMA loads: the seesaw pass (two warpgroups on alternate tiles and a loader warpgroup).
+      // TMA loads: the seesaw pass (two warpgroups on alternate tiles and a loader warpgroup),
+      // pinned (it is the default where TMA boxes apply on sm_90a).
       {"mla_seesaw_bf16_g128_q1_page64", DType::bf16, 576, 512, 64, 128, 1, 64, Mask::none, false, 0, 1, 0, 0, 0, -1,
        0, KvLoads::tma},
       {"mla_seesaw_bf16_g128_q2_page64_causal_one_split", DType::bf16, 576, 512, 64, 128, 2, 64, Mask::causal, false,
