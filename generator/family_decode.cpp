@@ -13,7 +13,8 @@
 // of K) takes its own split pass with the same combine: mma.sync warps (latent_split.cuh) on every
 // target, or on sm_90a two wgmma warpgroups sharing a 64-row tile (latent_wgmma.cuh,
 // tuning.consumer_warpgroups 2) once the packed rows fill one; with tuning.kv_loads "tma" the two
-// warpgroups take alternate key tiles that a ninth warp loads (latent_seesaw.cuh).
+// warpgroups take alternate key tiles that a third warpgroup loads (latent_seesaw.cuh; the
+// default where TMA boxes apply).
 #include "decode/combine_shape.cuh"
 #include "decode/latent_regions.cuh"
 #include "decode/smem_regions.cuh"
@@ -329,7 +330,7 @@ class DecodeFamily final : public KernelFamily {
   // heads 265 against 240; at 32 heads, 32 rows, no faster than mma.sync, 138 against 137;
   // 2026-12-03).
   // The seesaw pass (kv_loads "tma"): two wgmma warpgroups and a loader warpgroup, 64 rows, key tiles
-  // of 32 over as many stages as fit (four at 576 columns: 226 KB).
+  // of 32 over as many stages as fit (four at 576 columns: 231,040 bytes with Q).
   static void resolve_latent(Config& c, const ArchInfo& arch) {
     Tuning& t = c.tuning;
     if (!t.consumer_warpgroups) {
@@ -344,9 +345,9 @@ class DecodeFamily final : public KernelFamily {
       // 16k/32k, 1-2 tokens, 64 and 128 heads, sustained: 425-560 TFLOP/s against the ring's
       // 291-333, 1.5-1.6x; in the seesaw pass four stages of 32 keys 497 at 128 heads, three 351,
       // eight of 16 keys 382; 2026-12-05).
-      const bool tile = (!t.num_warps || *t.num_warps == kSeesawWarps) && t.BN.value_or(kSeesawKeys) <= 64 &&
-                        t.num_kv_stages.value_or(3) >= 3;
-      const bool tma = wgmma && tile && !tma_issue(c, arch, t.BN.value_or(kSeesawKeys)) && c.head_dim.rope % 64 == 0;
+      const bool seesaw_tile = (!t.num_warps || *t.num_warps == kSeesawWarps) && t.BN.value_or(kSeesawKeys) <= 64 &&
+                               t.num_kv_stages.value_or(3) >= 3;
+      const bool tma = wgmma && seesaw_tile && !tma_issue(c, arch, t.BN.value_or(kSeesawKeys)) && c.head_dim.rope % 64 == 0;
       t.kv_loads = tma ? KvLoads::tma : KvLoads::cp_async;
     }
     const bool seesaw = wgmma && *t.kv_loads == KvLoads::tma;

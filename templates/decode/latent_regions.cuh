@@ -12,7 +12,7 @@
 //               tile's writes. The wgmma pass keeps one; the mma.sync pass still keeps the two
 //               it was measured with (dropping one changes its shared memory and tiles per SM)
 //   flag        16 bytes: set when a page-table entry named no page of the cache
-// The seesaw pass (latent_seesaw.cuh, TMA loads: `alternate`) keeps no row offsets and no
+// The seesaw pass (latent_seesaw.cuh, TMA loads: `seesaw`) keeps no row offsets and no
 // exchange; in their place:
 //   P[2]        each warpgroup's probabilities of its latest tile (16-bit, in register order:
 //               [register][128 threads] of 32-bit words), which the other warpgroup multiplies
@@ -29,7 +29,7 @@ namespace flashjit::decode {
 struct LatentShape {
   int block_m, block_n, head_dim_qk, warps, stages;
   int exchange_slots = 2;
-  bool alternate = false;  // the seesaw pass: warpgroups take alternate tiles, loaded by TMA
+  bool seesaw = false;  // the seesaw pass: warpgroups take alternate tiles, loaded by TMA
 };
 
 struct LatentRegions {
@@ -49,7 +49,7 @@ FLASHJIT_HOST_DEVICE constexpr LatentRegions latent_regions(LatentShape s) {
   r.kv_offset = s.block_m * s.head_dim_qk * 2;
   r.kv_stage_bytes = s.block_n * s.head_dim_qk * 2;
   r.rows_offset = r.kv_offset + s.stages * r.kv_stage_bytes;
-  if (s.alternate) {
+  if (s.seesaw) {
     r.rows_slot_bytes = r.exchange_offset = r.exchange_slot_bytes = 0;
     r.p_offset = r.rows_offset;
     r.p_slot_bytes = s.block_m * s.block_n * 2;

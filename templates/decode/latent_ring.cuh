@@ -1,11 +1,13 @@
-// What the two split passes of a shared K/V (latent) cache share, as a CRTP layer over the key
-// ring (key_ring.cuh): the regions (latent_regions.cuh), and the loads. A key tile is one
+// What the split passes of a shared K/V (latent) cache share, as a CRTP layer over the key ring
+// (key_ring.cuh): the regions (latent_regions.cuh), the loads and the O rows' writer. A key tile is one
 // 16-bit shared-memory tile per key row, its nope columns (whose first dv are its V row) and then
 // its rope part, swizzled like the sm80 tiles (128-byte panels, chunk ^ row % 8: the layout
 // wgmma's 128-byte-swizzle descriptors read as well). Q is one tile of the CTA's packed rows in
-// the same layout. Every thread copies 16-byte chunks with cp.async.
+// the same layout. The ring's passes copy 16-byte chunks with cp.async, every thread.
 //   latent_split.cuh: mma.sync warps, every GPU from Ampere on
-//   latent_wgmma.cuh: two wgmma warpgroups, sm_90a
+//   latent_wgmma.cuh: two wgmma warpgroups on every tile, sm_90a
+//   latent_seesaw.cuh: two wgmma warpgroups on alternate tiles, loaded by TMA, sm_90a (Q only
+//                      through this layer's cp.async)
 #pragma once
 
 #include "common/params.cuh"
@@ -31,7 +33,7 @@ struct LatentRing : KeyRing<Derived, T> {
   static constexpr int kNopeChunks = kDN / 8, kRopeChunks = kDR / 8;
   using QTile = sm80::SmemTile<kBM, kDQK>;
   using KTile = sm80::SmemTile<kBN, kDQK>;
-  static constexpr LatentRegions kR = latent_regions({kBM, kBN, kDQK, kWarps, kStages, T::kExchangeSlots, T::kTmaKv});
+  static constexpr LatentRegions kR = latent_regions({kBM, kBN, kDQK, kWarps, kStages, T::kExchangeSlots, /*seesaw=*/T::kTmaKv});
 
   static_assert(T::kThreads == kThreads, "threads");
   static_assert(kR.total == T::kSmemBytes, "host and device disagree on the shared-memory size");

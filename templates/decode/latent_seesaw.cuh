@@ -33,7 +33,6 @@
 // while the next is loaded.
 #pragma once
 
-#include "common/mask.cuh"
 #include "common/params.cuh"
 #include "common/types.cuh"
 #include "decode/latent_ring.cuh"
@@ -53,7 +52,6 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
       Base::bad_page_flag, Base::kBM, Base::kBN, Base::kWarps, Base::kDQK, Base::kDV, Base::kDN, Base::kDR,
       Base::kStages, Base::kR, Base::kBoxRows, Base::kBoxes, Base::hk, Base::kv;
   using typename Base::E;
-  using OE = typename T::OutElement;
   using KTile = typename Base::KTile;
   static constexpr int kVCols = kDV / 2;  // O columns of each warpgroup
   static constexpr int kSRegs = kBN / 2, kORegs = kVCols / 2, kPSteps = kBN / 16, kPWords = 4 * kPSteps;
@@ -61,6 +59,8 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   static constexpr int kConsumers = 256;                  // two warpgroups
   static constexpr int kLoaderWarp = 8;                  // the first warp of warpgroup 2
   static constexpr int kLoaderRegs = 40, kConsumerRegs = 232;
+  // Named barriers (0 is __syncthreads): each warpgroup's own (1, 2), both warpgroups' (3).
+  static constexpr u32 kWarpgroupBarrier = 1, kConsumersBarrier = 3;
   static constexpr int kKPanels = (kDR > 0 ? kDN : kDQK) / 64;  // panels of p.k's rows
   static constexpr int kRopePanels = kDR / 64;                  // panels of p.k_rope's rows
   static constexpr u32 kTileBytes = u32(kBN) * kDQK * 2;
@@ -70,7 +70,7 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   static_assert(T::kTmaKv, "the seesaw pass loads its tiles by TMA");
   static_assert(kBM == 64 && kWarps == 12, "two warpgroups share a 64-row tile, and a third loads");
   static_assert(kLoaderRegs * 128 + kConsumerRegs * kConsumers <= 65536, "the register file");
-  static_assert(kStages >= 3, "a warpgroup frees its tile i while it works on tile i + 2");
+  static_assert(kStages >= 3, "tiles i and i + 1 are both in use while the next one loads");
   static_assert(kDQK % 64 == 0 && kDR % 64 == 0, "whole 128-byte panels of the nope and rope parts");
   static_assert(kVCols % 64 == 0 && kVCols <= 256 && kDV <= kDN,
                 "each warpgroup's V columns are whole panels of the nope part, one wgmma wide");
@@ -106,13 +106,13 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   // Row h (0: g, 1: g + 8) of this thread within the 64-row tile.
   __device__ __forceinline__ int tile_row(int h) const { return 16 * (warp % 4) + (lane >> 2) + 8 * h; }
 
+  // The key tiles of this CTA's split (none where the split starts past the last tile).
+  __device__ __forceinline__ int tile_count() const { return n_end > n_begin ? n_end - n_begin : 0; }
+
   // ---- the loader warp -----------------------------------------------------------------------
   // Tile i into stage i % stages once both warpgroups have freed it: one box per page of the
   // tile (lane l: page l), or one for the whole tile where it lies in one page or the cache is
   // contiguous; nope panels from p.k, rope panels from p.k_rope.
-  // The key tiles of this CTA's split (none where the split starts past the last tile).
-  __device__ __forceinline__ int tile_count() const { return n_end > n_begin ? n_end - n_begin : 0; }
-
   __device__ __forceinline__ void load_tiles() {
     const int count = tile_count();
     // Two m blocks of one KV head read the same keys: keep them in L2 for the other.
@@ -187,7 +187,7 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
     for (int i = wt + first * kChunks; i < kBN * kChunks; i += 128)
       sm80::st_shared_16(stage_base(s) + KTile::offset(i / kChunks, i % kChunks), 0u, 0u, 0u, 0u);
     sm90::fence_proxy_async_shared();
-    sm90::named_barrier_sync(1 + wg, 128);
+    sm90::named_barrier_sync(kWarpgroupBarrier + wg, 128);
   }
 
   // The other warpgroup's tile j: its P, max and factor (published on ready[j % 2]); O and the row
@@ -214,9 +214,9 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   }
 
   // Warpgroup wg's tile i; kOther: a tile precedes it (the other warpgroup's, i - 1); kFresh: the
-  // warpgroup's first tile (O is zero). The tile's
-  // P V finishes before the next tile, so no GEMM is in flight from one tile to the next (ptxas
-  // serialises wgmma otherwise) and the stage is freed of this warpgroup as early as it can be.
+  // warpgroup's first tile (O is zero). The tile's P V finishes before the next tile, so no GEMM
+  // is in flight from one tile to the next (ptxas serialises wgmma otherwise) and the stage is
+  // freed of this warpgroup as early as it can be.
   template <bool kOther, bool kFresh>
   __device__ __forceinline__ void own_tile(int i) {
     using namespace sm90;
@@ -369,7 +369,7 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
     row_sum[0] = row_sum[1] = 0.f;
     sm80::cp_async_wait<0>();
     sm90::fence_proxy_async_shared();
-    sm90::named_barrier_sync(3, kConsumers);
+    sm90::named_barrier_sync(kConsumersBarrier, kConsumers);
     consume();
     epilogue();
   }

@@ -33,7 +33,6 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
       Base::p, Base::smem, Base::smem_base, Base::token_of, Base::head_of, Base::bad_page_flag, Base::row_slot,
       Base::kThreads, Base::kBM, Base::kBN, Base::kWarps, Base::kDQK, Base::kDV, Base::kDR, Base::kDN, Base::kR;
   using typename Base::E, typename Base::QTile, typename Base::KTile;
-  using OE = typename T::OutElement;
   static constexpr int kGroup = T::kGroup;
   static constexpr int kWarpsM = kBM / 16;
   static constexpr int kWarpsN = kWarps / kWarpsM;     // warps sharing a 16-row block

@@ -41,7 +41,6 @@ struct LatentWgmma : LatentRing<LatentWgmma<T>, T> {
       Base::head_of, Base::bad_page_flag, Base::kBM, Base::kBN, Base::kWarps, Base::kDQK, Base::kDV, Base::kDN,
       Base::kStages, Base::kR;
   using typename Base::E;
-  using OE = typename T::OutElement;
   static constexpr int kVCols = kDV / 2;  // O columns of each warpgroup
   static constexpr int kSRegs = kBN / 2, kORegs = kVCols / 2, kPSteps = kBN / 16;
   static constexpr int kHalfSteps = kDQK / 32;  // Q K^T k-steps of each warpgroup
