@@ -3,14 +3,19 @@
 the same GPU, point by point, each timed the same way in two modes (bench_common.time_calls).
 
   PYTHONPATH=build/python python3 bench/mla_compare.py [--batch 32,64,128] [--cache 4k,16k,32k]
-      [--tokens 1,2] [--heads 16,32,64,128] [--page 64] [--libraries flashjit,flashinfer]
+      [--tokens 1,2] [--heads 16,32,64,128] [--page 64] [--libraries flashjit,flashjit-fp8,flashinfer]
       [--flashjit-configs '{"tuning": {"BN": 16}}';...] [--modes idle,sustained] [--json F] [--markdown F]
 
 The latent cache is DeepSeek's: one KV head of 512 nope + 64 rope columns per token, V its first
 512 columns, bf16, paged (shuffled pages), FlashInfer's layout (ckv and kpe apart; flashjit reads
 views of the same tensors). TFLOP/s count 2 x (576 + 512) flops per (query row, head, key); GB/s
 the bytes a launch must move (the cache once, Q and O). Each library's output is compared with
-an fp64 reference on the first sequence of the batch.
+an fp64 reference on the first sequence of the batch (its last 8 tokens). Many tokens (--tokens
+512) are a prefill chunk against the cache, causal among its tokens.
+flashjit-fp8 reads the same cache quantised to e4m3 per token (scale = amax / 448 of each row's 512
+nope columns; the rope part stays bf16) with Q quantised per (token, head), FlashMLA's fp8 cache
+without its per-128-column scales; its GB/s count 512 + 128 + 4 bytes per cached token, and its
+error is against fp64 on the dequantised inputs.
   idle       a pause before each point, an L2-flushing memset before each launch;
   sustained  --sustain-s seconds of the library's own launches first, then timed back to back.
 """
@@ -40,9 +45,10 @@ class Point:
         pairs = self.cache * self.tokens - (self.tokens * (self.tokens - 1) // 2 if causal else 0)
         return 2.0 * self.batch * self.heads * pairs * (D_NOPE + D_ROPE + D_NOPE)
 
-    def bytes(self):
-        return 2 * (self.batch * self.cache * (D_NOPE + D_ROPE) +
-                    self.batch * self.tokens * self.heads * (D_NOPE + D_ROPE + D_NOPE))
+    def bytes(self, fp8=False):
+        cache = D_NOPE + 2 * D_ROPE + 4 if fp8 else 2 * (D_NOPE + D_ROPE)
+        q = D_NOPE + 2 * D_ROPE + 4 if fp8 else 2 * (D_NOPE + D_ROPE)
+        return self.batch * self.cache * cache + self.batch * self.tokens * self.heads * (q + 2 * D_NOPE)
 
 
 class Inputs:
@@ -64,15 +70,20 @@ class Inputs:
         self.scale = (D_NOPE + D_ROPE) ** -0.5
 
 
-def reference_first(torch, p, inp, causal):
-    """fp64 output of the first sequence of set 0: [tokens, heads, 512]."""
+CHECKED_TOKENS = 8  # the reference covers the last tokens of a prefill chunk
+
+
+def reference_first(torch, p, inp, causal, ckv=None, q=None):
+    """fp64 output of the first sequence of set 0 (of the cache `ckv` and the queries `q` of set 0
+    in their place: dequantised ones), its last CHECKED_TOKENS tokens: [tokens, heads, 512]."""
+    first = max(0, p.tokens - CHECKED_TOKENS)
     rows = inp.tables[0][0].long()
-    ckv = inp.ckv[rows].reshape(-1, D_NOPE)[:p.cache].double()
+    ckv = (inp.ckv if ckv is None else ckv)[rows].reshape(-1, D_NOPE)[:p.cache].double()
     kpe = inp.kpe[rows].reshape(-1, D_ROPE)[:p.cache].double()
-    q = torch.cat([inp.q[0][0], inp.q_pe[0][0]], -1).double()             # [T, H, 576]
+    q = torch.cat([inp.q[0][0] if q is None else q[0], inp.q_pe[0][0]], -1)[first:].double()  # [T, H, 576]
     s = torch.einsum("thd,nd->thn", q, torch.cat([ckv, kpe], -1)) * inp.scale
     if causal:
-        i = torch.arange(p.tokens, device="cuda")[:, None] + (p.cache - p.tokens)
+        i = torch.arange(first, p.tokens, device="cuda")[:, None] + (p.cache - p.tokens)
         j = torch.arange(p.cache, device="cuda")[None, :]
         s = s.masked_fill(~(j <= i)[:, None, :], float("-inf"))
     return torch.einsum("thn,nd->thd", torch.softmax(s, -1), ckv)
@@ -83,6 +94,39 @@ def flashjit_calls(torch, p, inp, causal, config):
     return [lambda s=s: flashjit.mla_decode(inp.q[s], inp.q_pe[s], inp.ckv[:, :, None], inp.kpe[:, :, None],
                                             page_table=inp.tables[s], cache_seqlens=inp.lens, causal=causal,
                                             max_seqlen_k=p.cache, config=config)
+            for s in range(inp.sets)]
+
+
+class Fp8Inputs:
+    """The cache quantised to e4m3 per token (its slot's scale, amax / 448 over 512 columns; the
+    kernel reads K scales by position: [batch, 1, positions] through the page table), each set's
+    q per (token, head) ([batch, heads, tokens] scales), and the dequantised values."""
+
+    def __init__(self, torch, p, inp):
+        f8 = torch.float8_e4m3fn
+        amax = inp.ckv.float().abs().amax(-1).clamp(min=1e-12)                  # [pages, page]
+        slot_scale = amax / 448.0
+        self.ckv = (inp.ckv.float() / slot_scale[..., None]).to(f8)
+        self.ckv_deq = self.ckv.float() * slot_scale[..., None]
+        pos = torch.arange(inp.per_seq * p.page, device="cuda")
+        self.k_scale = [slot_scale[t.long()[:, pos // p.page], pos % p.page][:, None, :].contiguous()
+                        for t in inp.tables]
+        self.q, self.q_scale, self.q_deq = [], [], []
+        for q in inp.q:
+            qs = (q.float().abs().amax(-1).clamp(min=1e-12) / 448.0)              # [B, T, H]
+            q8 = (q.float() / qs[..., None]).to(f8)
+            self.q.append(q8)
+            self.q_scale.append(qs.permute(0, 2, 1).contiguous())                # [B, H, T]
+            self.q_deq.append(q8.float() * qs[..., None])
+
+
+def flashjit_fp8_calls(torch, p, inp, causal, config):
+    import flashjit
+    f = inp.fp8
+    return [lambda s=s: flashjit.mla_decode(f.q[s], inp.q_pe[s], f.ckv[:, :, None], inp.kpe[:, :, None],
+                                            page_table=inp.tables[s], cache_seqlens=inp.lens, causal=causal,
+                                            max_seqlen_k=p.cache, config=config, q_scale=f.q_scale[s],
+                                            k_scale=f.k_scale[s])
             for s in range(inp.sets)]
 
 
@@ -102,7 +146,8 @@ def flashinfer_calls(torch, p, inp, causal, config):
             .view(p.batch, p.tokens, p.heads, D_NOPE) for s in range(inp.sets)]
 
 
-LIBRARIES = {"flashjit": ("flashjit", flashjit_calls), "flashinfer": ("FlashInfer MLA", flashinfer_calls)}
+LIBRARIES = {"flashjit": ("flashjit", flashjit_calls), "flashjit-fp8": ("flashjit e4m3", flashjit_fp8_calls),
+             "flashinfer": ("FlashInfer MLA", flashinfer_calls)}
 
 
 def measure(torch, args, gpu, on_point):
@@ -122,21 +167,27 @@ def measure(torch, args, gpu, on_point):
             results.append(row)
             on_point(results)
             continue
-        variants = [(name, None) for name in args.libraries if name != "flashjit"]
-        if "flashjit" in args.libraries:
-            variants = [("flashjit" + (f" {c}" if c else ""), c or None) for c in args.flashjit_configs] + variants
+        variants = [(name, None) for name in args.libraries if not name.startswith("flashjit")]
+        for lib in [n for n in args.libraries if n.startswith("flashjit")][::-1]:
+            variants = [(lib + (f" {c}" if c else ""), c or None) for c in args.flashjit_configs] + variants
         for name, config in variants:
             lib = name.split(" ")[0]
             entry = {"label": LIBRARIES[lib][0] + (f" {config}" if config else "")}
             try:
+                fp8 = lib == "flashjit-fp8"
+                if fp8 and not hasattr(inp, "fp8"):
+                    inp.fp8 = Fp8Inputs(torch, p, inp)
+                    inp.fp8.want = reference_first(torch, p, inp, args.causal, inp.fp8.ckv_deq, inp.fp8.q_deq[0])
                 calls = LIBRARIES[lib][1](torch, p, inp, args.causal, config)
                 out = calls[0]()
                 torch.cuda.synchronize()
-                entry["rel_error_fp64"] = rel_error(torch, out[0], want)
+                checked = out[0][max(0, p.tokens - CHECKED_TOKENS):]
+                entry["rel_error_fp64"] = rel_error(torch, checked, inp.fp8.want if fp8 else want)
+                point_bytes = p.bytes(fp8)
                 for mode in args.modes:
                     t = time_calls(torch, calls, mode, args, flush, gpu)
                     t["tflops"] = row["flops"] / (t["median_ms"] * 1e-3) / 1e12
-                    t["gbps"] = row["bytes"] / (t["median_ms"] * 1e-3) / 1e9
+                    t["gbps"] = point_bytes / (t["median_ms"] * 1e-3) / 1e9
                     t["us_per_call"] = t["median_ms"] * 1e3
                     del t["samples_ms"]
                     entry[mode] = t

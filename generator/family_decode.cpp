@@ -10,8 +10,9 @@
 // caches (e4m3, e5m2) keep K/V in fp8 through shared memory and widen them in registers
 // (templates/decode/kv_operands.cuh), on every target.
 // A shared K/V cache (kv_layout.shared_kv, MLA's latent cache: V is the first head_dim.v columns
-// of K) takes its own split pass with the same combine: mma.sync warps (latent_split.cuh) on every
-// target, or on sm_90a two wgmma warpgroups sharing a 64-row tile (latent_wgmma.cuh,
+// of K; up to kLatentMaxTokens query tokens, so prefill chunks too) takes its own split pass with
+// the same combine: mma.sync warps (latent_split.cuh) on every target (fp8 latent caches: only
+// these), or on sm_90a two wgmma warpgroups sharing a 64-row tile (latent_wgmma.cuh,
 // tuning.consumer_warpgroups 2) once the packed rows fill one; with tuning.kv_loads "tma" the two
 // warpgroups take alternate key tiles that a third warpgroup loads (latent_seesaw.cuh; the
 // default where TMA boxes apply).
@@ -35,6 +36,11 @@ namespace {
 
 constexpr const char* kName = "decode";
 constexpr int kMaxSplits = 256;
+// Query tokens per sequence (tuning.max_seqlen_q). A latent cache takes whole prefill chunks:
+// absorbed MLA prefill against the cache is the same packed-row tiling, one m block per 64 rows
+// (half of one token's 128 heads, or four tokens of 16), each reading the keys its rows see.
+constexpr int kMaxTokens = 64;
+constexpr int kLatentMaxTokens = 16384;
 // About this many bytes of K/V in the ring: (stages - 1) tiles in flight cover the memory
 // latency at the per-SM share of HBM bandwidth with room to spare (4.8 TB/s / 132 SMs x ~1 us).
 constexpr int kRingBytes = 96 * 1024;
@@ -58,6 +64,8 @@ bool tma_loads(const Config& c) { return c.tuning.kv_loads == KvLoads::tma; }
 bool latent_seesaw(const Config& c) { return latent_wgmma(c) && tma_loads(c); }
 constexpr int kSeesawWarps = 12;  // two wgmma warpgroups and a loader warpgroup
 constexpr int kSeesawKeys = 32;   // keys per tile: four stages fit beside Q at 576 columns
+// An fp8 latent cache's ring on mma.sync (tiles of 32 keys, 20 KB at 576 columns).
+constexpr int kFp8LatentStages = 3;
 
 // From this many packed rows "auto" gives a cache the wgmma pass on sm_90a (one 64-row tile),
 // and from kWgmmaWideRows a 128-row tile (two warpgroups of 64 rows), which reads the cache once
@@ -118,7 +126,9 @@ std::optional<std::string> tma_issue(const Config& c, const ArchInfo& arch, int 
 
 int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
   if (shared_kv(c))
-    return decode::latent_regions({bm, bn, c.head_dim.qk, warps, stages, exchange_slots(c), latent_seesaw(c)}).total;
+    return decode::latent_regions({bm, bn, c.head_dim.qk, warps, stages, exchange_slots(c), latent_seesaw(c),
+                                   c.head_dim.rope, kv_bytes(c), c.scales.k == ScaleGranularity::per_token})
+        .total;
   return decode::smem_regions({bm, bn, c.head_dim.qk, c.head_dim.v, warps, stages, kv_bytes(c),
                                c.scales.k == ScaleGranularity::per_token, tma_loads(c)})
       .total;
@@ -219,8 +229,11 @@ class DecodeFamily final : public KernelFamily {
     rules::not_for_family(t.num_qk_stages, "num_qk_stages", kName, issues);
     rules::not_for_family(t.num_pv_stages, "num_pv_stages", kName, issues);
     rules::not_for_family(t.swizzle, "swizzle", kName, issues);
-    if (*t.max_seqlen_q < 1 || *t.max_seqlen_q > 64)
-      bad("max_seqlen_q", *t.max_seqlen_q, "the decode family takes 1 to 64 query tokens per sequence");
+    const int most_tokens = shared_kv(c) ? kLatentMaxTokens : kMaxTokens;
+    if (*t.max_seqlen_q < 1 || *t.max_seqlen_q > most_tokens)
+      bad("max_seqlen_q", *t.max_seqlen_q,
+          "the decode family takes 1 to " + std::to_string(kMaxTokens) + " query tokens per sequence (1 to " +
+              std::to_string(kLatentMaxTokens) + " with a latent cache, kv_layout.shared_kv: chunked prefill)");
     if (shared_kv(c)) return check_latent(c, arch, issues);
     const int bm = *t.BM, warps = *t.num_warps, bn = *t.BN, cwg = *t.consumer_warpgroups;
     if (bm != 16 && bm != 32 && bm != 64 && (bm != 128 || cwg != 2))
@@ -298,15 +311,25 @@ class DecodeFamily final : public KernelFamily {
   // first head_dim.v nope columns.
   static std::optional<ConfigIssue> latent_unsupported(const Config& c) {
     const char* why = "with kv_layout.shared_kv (V read from K's columns: MLA's latent cache)";
-    if (c.dtype.qkv != DType::bf16 && c.dtype.qkv != DType::fp16)
+    const bool fp8 = is_float8(c.dtype.qkv);
+    if (c.dtype.qkv != DType::bf16 && c.dtype.qkv != DType::fp16 && !fp8)
       return ConfigIssue{"dtype.qkv", std::string("\"") + to_string(c.dtype.qkv) + "\"",
-                         std::string("the decode family reads bf16 or fp16 latent caches ") + why};
-    if (c.dtype.rope && *c.dtype.rope != c.dtype.qkv)
+                         std::string("the decode family reads bf16, fp16, e4m3 or e5m2 latent caches ") + why};
+    if (fp8 && c.head_dim.rope > 0 && (!c.dtype.rope || is_float8(*c.dtype.rope)))
+      return ConfigIssue{"dtype.rope", c.dtype.rope ? std::string("\"") + to_string(*c.dtype.rope) + "\"" : "null",
+                         std::string("an fp8 latent cache keeps its rope part 16-bit: dtype.rope bf16 or fp16 ") + why};
+    if (!fp8 && c.dtype.rope && *c.dtype.rope != c.dtype.qkv)
       return ConfigIssue{"dtype.rope", std::string("\"") + to_string(*c.dtype.rope) + "\"",
-                         std::string("the rope part is in dtype.qkv ") + why};
+                         std::string("the rope part of a 16-bit latent cache is in dtype.qkv ") + why};
     if (c.head_dim.qk % 64)
       return ConfigIssue{"head_dim.qk", std::to_string(c.head_dim.qk),
                          std::string("must be a multiple of 64 ") + why};
+    // An fp8 tile row is its nope bytes then its 16-bit rope part, each in whole 128-byte panels
+    // (with qk a multiple of 64, so is the rope part).
+    if (fp8 && c.head_dim.nope() % 128)
+      return ConfigIssue{"head_dim.qk", std::to_string(c.head_dim.qk),
+                         "an fp8 latent cache's nope columns (head_dim.qk - head_dim.rope = " +
+                             std::to_string(c.head_dim.nope()) + ") must be a multiple of 128: whole 128-byte panels"};
     // Two or four warps (or two warpgroups) split O's columns in whole 64-column panels; 384
     // would leave two mma.sync warps 192 columns each, more registers than a warp has.
     const int v = c.head_dim.v;
@@ -314,9 +337,14 @@ class DecodeFamily final : public KernelFamily {
       return ConfigIssue{"head_dim.v", std::to_string(v),
                          "V is the first head_dim.v columns of K's nope part: 128, 256 or 512, at most head_dim.qk - "
                          "head_dim.rope (" + std::to_string(c.head_dim.nope()) + ")"};
-    if (auto scaled = scale_issues(c, std::string("16-bit latent caches take no quantisation scales ") + why);
-        !scaled.empty())
-      return scaled.front();
+    if (!fp8) {
+      if (auto scaled = scale_issues(c, std::string("16-bit latent caches take no quantisation scales ") + why);
+          !scaled.empty())
+        return scaled.front();
+    } else if (c.scales.v != ScaleGranularity::none) {
+      return ConfigIssue{"scales.v", std::string("\"") + to_string(c.scales.v) + "\"",
+                         "V is the first head_dim.v columns of K and takes K's scale (scales.k) " + std::string(why)};
+    }
     return std::nullopt;
   }
 
@@ -336,7 +364,7 @@ class DecodeFamily final : public KernelFamily {
     if (!t.consumer_warpgroups) {
       const bool tile = t.BM.value_or(64) == 64 &&
                         (!t.num_warps || *t.num_warps == 8 || *t.num_warps == kSeesawWarps);  // unless others are named
-      t.consumer_warpgroups = arch.has_wgmma() && tile && packed_rows(c) >= kWgmmaRows ? 2 : 0;
+      t.consumer_warpgroups = arch.has_wgmma() && tile && packed_rows(c) >= kWgmmaRows && !is_float8(c.dtype.qkv) ? 2 : 0;
     }
     const bool wgmma = *t.consumer_warpgroups == 2;
     if (!t.kv_loads) {
@@ -353,14 +381,16 @@ class DecodeFamily final : public KernelFamily {
     const bool seesaw = wgmma && *t.kv_loads == KvLoads::tma;
     if (!t.BM) t.BM = wgmma ? 64 : packed_rows(c) <= 16 ? 16 : 32;
     if (!t.num_warps) {
-      // mma.sync: four warps a row block where V's columns split into four whole panels, else two.
-      const int warps_n = c.head_dim.v >= 256 ? 4 : 2;
+      // mma.sync: four warps a row block where V's columns split into four whole panels, else two
+      // (fp8: panels of 128 columns).
+      const int warps_n = is_float8(c.dtype.qkv) ? std::min(4, c.head_dim.v / 128) : c.head_dim.v >= 256 ? 4 : 2;
       t.num_warps = seesaw ? kSeesawWarps : wgmma ? 8 : warps_n * (*t.BM / 16);
     }
     if (!t.BN) t.BN = seesaw ? kSeesawKeys : wgmma ? 48 : 32;
     if (!t.num_kv_stages) {
-      int stages = seesaw ? 4 : 2;
-      while (stages > 3 && smem_for(c, *t.BM, *t.BN, *t.num_warps, stages) > arch.max_smem_per_block) --stages;
+      const bool fp8 = is_float8(c.dtype.qkv);
+      int stages = seesaw ? 4 : fp8 ? kFp8LatentStages : 2;
+      while (stages > (fp8 ? 2 : 3) && smem_for(c, *t.BM, *t.BN, *t.num_warps, stages) > arch.max_smem_per_block) --stages;
       t.num_kv_stages = stages;
     }
     if (!t.splitk_partitions) t.splitk_partitions = 0;
@@ -388,6 +418,8 @@ class DecodeFamily final : public KernelFamily {
     }
     if (cwg != 0 && cwg != 2)
       bad("consumer_warpgroups", cwg, "must be 0 (mma.sync warps) or 2 (two wgmma warpgroups share a 64-row tile)");
+    else if (cwg == 2 && is_float8(c.dtype.qkv))
+      bad("consumer_warpgroups", cwg, "fp8 latent caches run on the mma.sync pass (0): the wgmma passes read 16-bit tiles");
     else if (auto target = wgmma_target_issue(arch); cwg == 2 && target)
       bad("consumer_warpgroups", cwg, *target);
     else if (cwg == 2) {
@@ -410,9 +442,9 @@ class DecodeFamily final : public KernelFamily {
     if (warps % blocks || (warps_n != 1 && warps_n != 2 && warps_n != 4))
       bad("num_warps", warps, "must be 1, 2 or 4 warps per 16-row block (BM / 16 = " + std::to_string(blocks) +
                                   "): they split the head dim's 64-column panels four k-steps at a time");
-    else if (c.head_dim.v % (64 * warps_n))
-      bad("num_warps", warps, "the " + std::to_string(warps_n) + " warps of a row block each take whole 64-column panels of V (" +
-                                  std::to_string(c.head_dim.v) + " columns)");
+    else if (const int panel = is_float8(c.dtype.qkv) ? 128 : 64; c.head_dim.v % (panel * warps_n))
+      bad("num_warps", warps, "the " + std::to_string(warps_n) + " warps of a row block each take whole " +
+                                  std::to_string(panel) + "-column panels of V (" + std::to_string(c.head_dim.v) + " columns)");
     check_ring_and_grid(c, arch, issues);
   }
 

@@ -35,7 +35,9 @@ KernelSource generate_reference(const Config& c) {
   s.launch.threads = 128;
   s.launch.block_m = 1;
   s.launch.block_n = 128;
-  s.unit = emit::unit_header(s.name, p) + emit::traits_struct(p, {}) +
+  // A shared K/V (latent) cache's V is K's columns, so it takes K's scales.
+  s.unit = emit::unit_header(s.name, p) +
+           emit::traits_struct(p, {{"kSharedKv", p.kv_layout.shared_kv ? "true" : "false"}}) +
            "#include \"common/reference.cuh\"\n\n" +
            emit::entry_function(s.launch.entry, 128, 1, "flashjit::reference::attention");
   return s;

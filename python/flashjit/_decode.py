@@ -41,19 +41,20 @@ _UINT8 = torch.uint8
 _MAX_PLANS = 4096
 _plans: dict = {}
 _MAX_TOKENS = 64  # tuning.max_seqlen_q the decode family takes
+_MAX_LATENT_TOKENS = 16384  # with a latent cache (shared K/V): whole chunks of a prefill
 
 
 def _fail(message: str):
     raise ArgumentError("flashjit.decode: " + message)
 
 
-def _tokens_bound(seqlen_q: int) -> int:
+def _tokens_bound(seqlen_q: int, most: int = _MAX_TOKENS) -> int:
     """The kernel's max_seqlen_q for a call: the next power of two, so steps of 3 and 4 tokens
     share one kernel."""
     bound = 1
     while bound < seqlen_q:
         bound *= 2
-    return min(bound, _MAX_TOKENS)
+    return min(bound, most)
 
 
 class _Layout:
@@ -70,7 +71,8 @@ def _int32_vector(name, t, length, device):
         _fail(f"{name} is on {t.device}, q on {device}")
 
 
-def _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_seqlen_k) -> _Layout:
+def _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_seqlen_k,
+            max_tokens=_MAX_TOKENS) -> _Layout:
     """Checks the tensors against each other from their metadata alone (so fake tensors do too)."""
     lay = _Layout()
     lay.varlen = cu_seqlens_q is not None
@@ -145,9 +147,9 @@ def _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_
             _fail(f"max_seqlen_k = {lay.seqlen_k} is more than the cache holds ({k.shape[1]})")
     if cache_seqlens is not None:
         _int32_vector("cache_seqlens", cache_seqlens, lay.batch, q.device)
-    if lay.seqlen_q < 0 or lay.seqlen_q > _MAX_TOKENS:
+    if lay.seqlen_q < 0 or lay.seqlen_q > max_tokens:
         _fail(f"{lay.seqlen_q} query tokens per sequence: decode takes 0 to {_MAX_TOKENS} (use flashjit.attention "
-              "for prefill)")
+              f"for prefill; mla_decode takes chunks of 0 to {_MAX_LATENT_TOKENS})")
     lay.k, lay.v = tuple(k.stride()[:3]), tuple(v.stride()[:3])
     hq, dv = lay.heads_q, lay.dim_v
     if lay.varlen:
@@ -174,12 +176,15 @@ def _out_dtype(dtype):
 
 
 def _problem(lay: _Layout, dtype, out_dtype, mask: str, return_lse: bool, scales=_NO_SCALES, rope_dim=0,
-             shared_kv=False) -> dict:
+             shared_kv=False, rope_dtype=None) -> dict:
     kv_layout = {"paged": lay.paged, "page_size": lay.page_size}
     if shared_kv:
         kv_layout["shared_kv"] = True
+    types = {"qkv": _INPUT_NAMES[dtype], "out": _DTYPE_NAMES[out_dtype], "scale": scales[1]}
+    if rope_dim and rope_dtype is not None and rope_dtype != dtype:
+        types["rope"] = _DTYPE_NAMES[rope_dtype]
     return {
-        "dtype": {"qkv": _INPUT_NAMES[dtype], "out": _DTYPE_NAMES[out_dtype], "scale": scales[1]},
+        "dtype": types,
         "scales": scales[0],
         "head_dim": {"qk": lay.dim + rope_dim, "v": lay.dim_v, "rope": rope_dim},
         "group": lay.heads_q // lay.heads_k,
@@ -192,20 +197,26 @@ def _problem(lay: _Layout, dtype, out_dtype, mask: str, return_lse: bool, scales
 
 def _rope_layout(lay: _Layout, q, q_rope, k, k_rope):
     """A latent cache's rope parts: q_rope beside q and k_rope beside k_cache in every axis but
-    the last, in their dtype. Returns (rope dim, q_rope strides, k_rope strides)."""
+    the last, in the cache's dtype (an fp8 cache's: bfloat16 or float16, both alike). Returns
+    (rope dim, q_rope strides, k_rope strides)."""
     if (q_rope is None) != (k_rope is None):
         _fail("q_rope and k_rope_cache come together (or neither: the rope columns inside q and kv_cache)")
     if q_rope is None:
         return 0, None, None
+    fp8 = q.dtype not in _DTYPE_NAMES
     for name, t, like in (("q_rope", q_rope, q), ("k_rope_cache", k_rope, k)):
         if t.dim() != like.dim() or tuple(t.shape[:-1]) != tuple(like.shape[:-1]):
             _fail(f"{name} has shape {tuple(t.shape)}: it must match {tuple(like.shape)} in every axis but the last")
-        if t.dtype != q.dtype:
+        if fp8 and t.dtype not in _DTYPE_NAMES:
+            _fail(f"{name} is {t.dtype}: an fp8 latent cache's rope part is bfloat16 or float16")
+        if not fp8 and t.dtype != q.dtype:
             _fail(f"{name} is {t.dtype}, q {q.dtype}: the rope part has the latent cache's dtype")
         if t.stride(-1) != 1:
             _fail(f"{name}'s last axis must be contiguous; its strides are {tuple(t.stride())}")
         if t.device != q.device:
             _fail(f"{name} is on {t.device}, q on {q.device}")
+    if q_rope.dtype != k_rope.dtype:
+        _fail(f"q_rope is {q_rope.dtype}, k_rope_cache {k_rope.dtype}: the rope parts have one dtype")
     if q_rope.shape[-1] != k_rope.shape[-1]:
         _fail(f"q_rope and k_rope_cache rope dims differ: {q_rope.shape[-1]} and {k_rope.shape[-1]}")
     q_strides = (0, q_rope.stride(0), q_rope.stride(1)) if lay.varlen else tuple(q_rope.stride()[:3])
@@ -221,7 +232,8 @@ def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale
                k_rope=None, shared_kv=False) -> _Plan:
     if not (q.is_cuda and k.is_cuda and v.is_cuda):
         _fail(f"q, k_cache and v_cache must be CUDA tensors (got {q.device}, {k.device}, {v.device})")
-    lay = _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
+    lay = _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_seqlen_k,
+                  _MAX_LATENT_TOKENS if shared_kv else _MAX_TOKENS)
     rope_dim, q_rope_strides, k_rope_strides = _rope_layout(lay, q, q_rope, k, k_rope)
     mask, left, right = _mask(causal, window)
     plan = _Plan()
@@ -236,12 +248,13 @@ def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale
         plan.o_dtype = out.dtype
     plan.lse_shape = lay.lse_shape if return_lse else None
     scales = _scales(lay, q_scale, k_scale, v_scale, q.device)
-    problem = _problem(lay, q.dtype, plan.o_dtype, mask, return_lse, scales, rope_dim, shared_kv)
+    problem = _problem(lay, q.dtype, plan.o_dtype, mask, return_lse, scales, rope_dim, shared_kv,
+                       None if q_rope is None else q_rope.dtype)
     pinned = _pinned(config_key)
     config = _merged(problem, pinned, _device_arch(q.device) if pinned is not None else "native")
     tuning = dict(config.to_dict().get("tuning") or {})
     tuning.setdefault("family", "decode")
-    tuning.setdefault("max_seqlen_q", _tokens_bound(max(1, lay.seqlen_q)))
+    tuning.setdefault("max_seqlen_q", _tokens_bound(max(1, lay.seqlen_q), _MAX_LATENT_TOKENS if shared_kv else _MAX_TOKENS))
     config = Config({**config.to_dict(), "tuning": tuning})
     kernel = _core.load_kernel(config, max(1, lay.seqlen_k), plan.index)
     hq, dv = lay.heads_q, lay.dim_v
@@ -348,7 +361,7 @@ def _decode_fake(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, m
     if q.device.type not in ("cuda", "meta"):
         _fail(f"q, k_cache and v_cache must be CUDA tensors (got {q.device})")
     lay = _layout(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q,
-                  _length(max_seqlen_q), _length(max_seqlen_k))
+                  _length(max_seqlen_q), _length(max_seqlen_k), _MAX_LATENT_TOKENS if shared_kv else _MAX_TOKENS)
     _rope_layout(lay, q, q_rope, k_cache, k_rope)
     _mask(causal, (window_left, window_right))
     _scales(lay, q_scale, k_scale, v_scale, q.device)
@@ -478,6 +491,8 @@ def mla_decode(
     return_lse: bool = False,
     out: Optional[torch.Tensor] = None,
     config: Union[Config, Mapping[str, Any], str, "os.PathLike[str]", None] = None,
+    q_scale: Optional[torch.Tensor] = None,
+    k_scale: Optional[torch.Tensor] = None,
 ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Attention of a decode step against a shared K/V latent cache (MLA, absorbed form): the
     keys are ``[kv_cache | k_rope_cache]`` rows and the values the first ``head_dim_v`` columns
@@ -486,13 +501,20 @@ def mla_decode(
     Args:
         q, q_rope: the step's queries, nope and rope columns: ``[batch, seqlen_q, heads_q, d]``
             and ``[..., d_rope]`` (or packed ``[total_q, heads_q, ...]`` with ``cu_seqlens_q``),
-            bfloat16 or float16.
-        kv_cache, k_rope_cache: the latent cache and its rope part, the same dtype:
+            bfloat16 or float16, or (an fp8 cache) q float8_e4m3fn / float8_e5m2 beside a
+            bfloat16 or float16 q_rope.
+        kv_cache, k_rope_cache: the latent cache and its rope part, in q's and q_rope's dtypes:
             ``[num_pages, page_size, heads_k, d]`` and ``[..., d_rope]`` with ``page_table``
             (FlashInfer's ``ckv``/``kpe``), or ``[batch, seqlen_k, heads_k, ...]``. Views of one
             buffer (FlashMLA's 576-column rows: ``kv[..., :512]`` and ``kv[..., 512:]``) work, or
             pass ``q_rope = k_rope_cache = None`` and the whole rows with ``head_dim_v``.
         head_dim_v: the value columns, the first of each kv_cache row (default: all of them).
+        seqlen_q: 1 to 16384 tokens per sequence: a decode step, or a chunk of a prefill (the
+            absorbed form against the cache; with ``causal=True`` token t of a chunk of T sees
+            the keys up to ``cache_seqlens - T + t``, the chunk's own keys already in the cache).
+        q_scale, k_scale: an fp8 cache's dequantisation scales, as :func:`flashjit.decode`'s
+            (k_scale per tensor, per head or per token ``[batch, heads_k, positions]``); the
+            values take K's scales, and the rope parts are not scaled.
         The rest as :func:`flashjit.decode`; the output is ``[..., heads_q, head_dim_v]`` and
         ``softmax_scale`` defaults to 1/sqrt(d + d_rope).
     """
@@ -500,5 +522,5 @@ def mla_decode(
     if dv < 1 or dv > kv_cache.shape[-1]:
         _fail(f"head_dim_v = {dv}: the values are the first columns of kv_cache's {kv_cache.shape[-1]}")
     return _call(q, kv_cache, kv_cache[..., :dv], cache_seqlens, page_table, causal, window, softmax_scale,
-                 cu_seqlens_q, max_seqlen_q, max_seqlen_k, num_splits, return_lse, out, config, q_rope=q_rope,
-                 k_rope=k_rope_cache, shared_kv=True)
+                 cu_seqlens_q, max_seqlen_q, max_seqlen_k, num_splits, return_lse, out, config, q_scale, k_scale,
+                 None, q_rope=q_rope, k_rope=k_rope_cache, shared_kv=True)

@@ -1,7 +1,9 @@
 """flashjit.mla_decode on a GPU against an fp64 reference: DeepSeek's latent cache (512 nope + 64
 rope columns, V the first 512) paged as FlashInfer keeps it (ckv and kpe apart) and as FlashMLA
-does (one 576-column buffer), 16 and 128 heads, causal steps of two tokens, the LSE, and the
-errors for mismatched rope parts. Skipped without torch or a GPU."""
+does (one 576-column buffer), 16 and 128 heads, causal steps of two tokens, the LSE, an fp8 (e4m3)
+cache with per-token scales beside a bf16 rope part, prefill chunks against the cache (40 to 200
+causal tokens), and the errors for mismatched rope parts.
+Skipped without torch or a GPU."""
 
 import pytest
 
@@ -50,6 +52,83 @@ def test_one_buffer_layout_matches_fp64(seed):
     views = flashjit.mla_decode(q[..., :512], q[..., 512:], pages[..., :512], pages[..., 512:], page_table=table,
                                 cache_seqlens=seqlens)
     assert rel_error(views, want) < 1e-2, f"seed {seed}"
+
+
+@pytest.mark.parametrize("heads, tokens, causal", [(16, 1, False), (128, 2, True)])
+def test_fp8_cache_with_per_token_scales_matches_fp64(seed, heads, tokens, causal):
+    """e4m3 nope columns with one fp32 scale per cached token (k_scale [batch, 1, positions]),
+    q quantised per (token, head), the rope parts bf16: against fp64 on the dequantised values."""
+    lens = [0, 33, 5000]
+    batch, longest = len(lens), max(lens)
+    f8 = torch.float8_e4m3fn
+    ckv = torch.randn(batch, longest, 1, 512, device=DEV) * 3
+    k_scale = ckv.abs().amax(-1).clamp(min=1e-6) / 448                          # [B, S, 1]
+    ckv8 = (ckv / k_scale[..., None]).to(f8)
+    q = torch.randn(batch, tokens, heads, 512, device=DEV)
+    q_scale = q.abs().amax(-1).clamp(min=1e-6) / 448                            # [B, T, H]
+    q8 = (q / q_scale[..., None]).to(f8)
+    q_pe = torch.randn(batch, tokens, heads, 64, dtype=torch.bfloat16, device=DEV)
+    kpe = torch.randn(batch, longest, 1, 64, dtype=torch.bfloat16, device=DEV)
+    ckv_pages, kpe_pages, table = paged_cache(ckv8, kpe, lens, 64)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    o, lse = flashjit.mla_decode(q8, q_pe, ckv_pages, kpe_pages, page_table=table, cache_seqlens=seqlens,
+                                 causal=causal, return_lse=True, q_scale=q_scale.permute(0, 2, 1).contiguous(),
+                                 k_scale=k_scale.permute(0, 2, 1).contiguous())
+    assert o.dtype == torch.bfloat16 and o.shape == (batch, tokens, heads, 512)
+    ckv_deq = ckv8.double() * k_scale[..., None].double()
+    q_deq = q8.double() * q_scale[..., None].double()
+    want_o, want_lse = reference(torch.cat([q_deq, q_pe.double()], -1), torch.cat([ckv_deq, kpe.double()], -1),
+                                 ckv_deq, lens, causal, None, scale=576 ** -0.5)
+    assert rel_error(o, want_o) < 3e-2, f"seed {seed}: {rel_error(o, want_o):.3e}"
+    finite = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(lse), finite), f"seed {seed}"
+    assert (lse[finite].double() - want_lse[finite]).abs().max().item() < 1e-2, f"seed {seed}"
+
+
+@pytest.mark.parametrize("heads, tokens, page, fp8", [(16, 200, 64, False), (128, 40, 16, False), (16, 96, 64, True)])
+def test_prefill_chunk_against_the_cache_matches_fp64(seed, heads, tokens, page, fp8):
+    """Absorbed MLA prefill: a chunk of `tokens` queries whose keys are already the last ones of
+    the cache, causal (bottom-right), and a sequence whose cache is shorter than the chunk."""
+    lens = [tokens + 700, 3 * tokens, tokens // 2]
+    batch, longest = len(lens), max(lens)
+    q = torch.randn(batch, tokens, heads, 512, device=DEV)
+    q_pe = torch.randn(batch, tokens, heads, 64, dtype=torch.bfloat16, device=DEV)
+    ckv = torch.randn(batch, longest, 1, 512, device=DEV)
+    kpe = torch.randn(batch, longest, 1, 64, dtype=torch.bfloat16, device=DEV)
+    kwargs = {}
+    if fp8:
+        f8 = torch.float8_e4m3fn
+        k_scale = ckv.abs().amax(-1).clamp(min=1e-6) / 448
+        q_scale = q.abs().amax(-1).clamp(min=1e-6) / 448
+        ckv, q = (ckv / k_scale[..., None]).to(f8), (q / q_scale[..., None]).to(f8)
+        kwargs = {"q_scale": q_scale.permute(0, 2, 1).contiguous(), "k_scale": k_scale.permute(0, 2, 1).contiguous()}
+        ckv_ref, q_ref = ckv.double() * k_scale[..., None].double(), q.double() * q_scale[..., None].double()
+    else:
+        ckv, q = ckv.to(torch.bfloat16), q.to(torch.bfloat16)
+        ckv_ref, q_ref = ckv.double(), q.double()
+    ckv_pages, kpe_pages, table = paged_cache(ckv, kpe, lens, page)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    o, lse = flashjit.mla_decode(q, q_pe, ckv_pages, kpe_pages, page_table=table, cache_seqlens=seqlens, causal=True,
+                                 return_lse=True, **kwargs)
+    assert o.shape == (batch, tokens, heads, 512)
+    want_o, want_lse = reference(torch.cat([q_ref, q_pe.double()], -1), torch.cat([ckv_ref, kpe.double()], -1),
+                                 ckv_ref, lens, True, None, scale=576 ** -0.5)
+    assert rel_error(o, want_o) < (3e-2 if fp8 else 1e-2), f"seed {seed}: {rel_error(o, want_o):.3e}"
+    finite = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(lse), finite), f"seed {seed}"
+    assert (lse[finite].double() - want_lse[finite]).abs().max().item() < 1e-2, f"seed {seed}"
+
+
+def test_fp8_cache_rope_parts_are_16_bit():
+    f8 = torch.float8_e4m3fn
+    q = torch.randn(1, 1, 16, 512, device=DEV).to(f8)
+    kv = torch.randn(1, 128, 1, 512, device=DEV).to(f8)
+    with pytest.raises(flashjit.ArgumentError, match="rope part is bfloat16 or float16"):
+        flashjit.mla_decode(q, torch.randn(1, 1, 16, 64, device=DEV).to(f8), kv,
+                            torch.randn(1, 128, 1, 64, device=DEV).to(f8))
+    with pytest.raises(flashjit.ArgumentError, match="the rope parts have one dtype"):
+        flashjit.mla_decode(q, torch.randn(1, 1, 16, 64, dtype=torch.float16, device=DEV), kv,
+                            torch.randn(1, 128, 1, 64, dtype=torch.bfloat16, device=DEV))
 
 
 def test_mismatched_rope_parts_are_named():

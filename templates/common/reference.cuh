@@ -2,7 +2,8 @@
 // speed. The GPU tests compare every fast kernel against it. It reads the same AttentionParams
 // (strides, ragged batches, masks, GQA, rope tensors, paged caches and cache lengths through the
 // KV policy) and writes fp32 O and the LSE. A key whose page-table entry names no page of the
-// cache makes its row NaN, as in the fast kernels.
+// cache makes its row NaN, as in the fast kernels. A shared K/V (latent) cache's V is the first
+// head_dim.v columns of K's rows, dequantised with K's scales (T::kSharedKv).
 #pragma once
 
 #include "common/kv_policy.cuh"
@@ -38,7 +39,7 @@ __device__ void attention(const AttentionParams& p) {
   constexpr int kVPerThread = ceil_div(T::kHeadDimV, kThreads);
 
   __shared__ float q_row[T::kHeadDimQK];
-  __shared__ float probs[kThreads];
+  __shared__ float probs[kThreads];  // times V's scale of each key (shared K/V: K's)
   __shared__ float scratch[kThreads / 32];
   __shared__ i64 k_off[kThreads], v_off[kThreads], kr_off[kThreads];  // this chunk's keys
   __shared__ int bad_page;  // a key's page-table entry named no page of the cache
@@ -51,7 +52,7 @@ __device__ void attention(const AttentionParams& p) {
 
   const Scales<T> scales = Scales<T>::make(p);
   const float q_scale = scales.q.at(b, h, s.q_start, i);
-  const float v_scale = scales.v.at(b, hk, 0, 0);
+  const float v_scale = T::kSharedKv ? 1.f : scales.v.at(b, hk, 0, 0);
   const Element* q = static_cast<const Element*>(p.q.ptr) +
                      SeqInfo::offset<T::kVarlen>(p.q, b, s.q_start, i, h);
   for (int d = threadIdx.x; d < kNope; d += kThreads) q_row[d] = to_float(q[d]) * q_scale;
@@ -74,7 +75,7 @@ __device__ void attention(const AttentionParams& p) {
 
   for (int j0 = lo; j0 < hi; j0 += kThreads) {
     const int j = j0 + threadIdx.x;
-    float score = neg_inf();
+    float score = neg_inf(), key_v_scale = 1.f;
     if (j < hi) {
       bool ok_k, ok_v, ok_r = true;
       k_off[threadIdx.x] = kv.offset(p.k, b, j, hk, ok_k);
@@ -87,7 +88,9 @@ __device__ void attention(const AttentionParams& p) {
         const Element* kr = k + k_off[threadIdx.x];
         float dot = 0.f;
         for (int d = 0; d < kNope; ++d) dot += q_row[d] * to_float(kr[d]);
-        dot *= scales.k.at(b, hk, s.k_start, j);  // the nope part is quantised; rope is not
+        const float k_scale = scales.k.at(b, hk, s.k_start, j);
+        dot *= k_scale;  // the nope part is quantised; rope is not
+        if (T::kSharedKv) key_v_scale = k_scale;
         if constexpr (T::kHeadDimRope > 0) {
           const RopeElement* krr = static_cast<const RopeElement*>(p.k_rope.ptr) + kr_off[threadIdx.x];
           for (int d = 0; d < T::kHeadDimRope; ++d) dot += q_row[kNope + d] * to_float(krr[d]);
@@ -99,7 +102,7 @@ __device__ void attention(const AttentionParams& p) {
     const float correction = m == neg_inf() ? 0.f : expf(m - m_new);
     const float prob = j < hi ? expf(score - m_new) : 0.f;
     l = l * correction + block_reduce(prob, scratch, false);
-    probs[threadIdx.x] = prob;
+    probs[threadIdx.x] = prob * key_v_scale;
     __syncthreads();
     const int count = cmin(kThreads, hi - j0);
     for (int e = 0; e < kVPerThread; ++e) {

@@ -126,10 +126,12 @@ struct KvOperands<E, QTile, kBN, kDQK, kDV, true> {
 
 // Q rows of an fp8 cache's step into the fp16 Q tile, dequantised (row scale) and in the k-slot
 // order of KvOperands::q_column: one thread per 16-column chunk, synchronous (a few rows, once).
-// row_ref(r) gives row r's pointer (null: zero-fill) and scale.
-template <class Ops, class QTile, int kThreads, class E, class RowRef>
+// row_ref(r) gives row r's pointer (null: zero-fill) and scale. The first kCols columns of the
+// tile (all of them unless a 16-bit rope part follows).
+template <class Ops, class QTile, int kThreads, class E, int kCols = QTile::kColCount, class RowRef>
 __device__ __forceinline__ void load_q_fp8(u32 smem, const RowRef& row_ref, int tid) {
-  constexpr int kGroups = QTile::kColCount / 16, kTotal = QTile::kRowCount * kGroups;
+  static_assert(kCols % 16 == 0 && kCols <= QTile::kColCount, "whole 16-column groups of the tile");
+  constexpr int kGroups = kCols / 16, kTotal = QTile::kRowCount * kGroups;
 #pragma unroll 1
   for (int i = tid; i < kTotal; i += kThreads) {
     const int r = i / kGroups, c = i % kGroups;

@@ -1,9 +1,11 @@
 // Where each region of the shared-K/V (latent) decode split kernel's dynamic shared memory
 // starts, as constexpr arithmetic on plain ints shared by the generator (tile budgets) and the
-// kernel (latent_split.cuh). Plain C++. All tiles 16-bit, swizzled like the sm80 tiles:
-//   Q           BM x dqk (nope columns, then the rope part)
-//   KV[stages]  BN x dqk each: a key row's nope columns (whose first dv are its V row) and its
-//               rope columns, one tile feeding both GEMMs
+// kernel (latent_split.cuh). Plain C++. Tiles of 16-bit units, swizzled like the sm80 tiles:
+//   Q           BM x dqk (nope columns, then the rope part; an fp8 cache's Q nope dequantised
+//               to fp16)
+//   KV[stages]  BN rows each: a key row's nope columns (whose first dv are its V row), in the
+//               cache's type (nope_bytes: 2, or 1 for fp8), and its 16-bit rope columns, one tile
+//               feeding both GEMMs
 //   rows[stages] each key row's element offsets in K and in the rope tensor (two int64, -1:
 //               zero-fill) for the tile in flight to each ring stage
 //   exchange[n] each warp's partial scores (16 x BN fp32, in fragment order): the warps of a row
@@ -11,6 +13,8 @@
 //               ring's barrier between two tiles' math separates a tile's reads from the next
 //               tile's writes. The wgmma pass keeps one; the mma.sync pass still keeps the two
 //               it was measured with (dropping one changes its shared memory and tiles per SM)
+//   key scales[stages + 1]  per-token K scales (fp32) of each key row of an fp8 cache, when the
+//               config has them: one slot more than the ring, as in smem_regions.cuh
 //   flag        16 bytes: set when a page-table entry named no page of the cache
 // The seesaw pass (latent_seesaw.cuh, TMA loads: `seesaw`) keeps no row offsets and no
 // exchange; in their place:
@@ -30,12 +34,16 @@ struct LatentShape {
   int block_m, block_n, head_dim_qk, warps, stages;
   int exchange_slots = 2;
   bool seesaw = false;  // the seesaw pass: warpgroups take alternate tiles, loaded by TMA
+  int head_dim_rope = 0;
+  int nope_bytes = 2;       // bytes of a nope element: 1 for an fp8 cache (its rope part is 16-bit)
+  bool key_scales = false;  // per-token K scales
 };
 
 struct LatentRegions {
   int q_offset, kv_offset, kv_stage_bytes;
   int rows_offset, rows_slot_bytes;
   int exchange_offset, exchange_slot_bytes;
+  int key_scale_offset, key_scale_slot_bytes;
   int p_offset, p_slot_bytes;  // the seesaw pass's regions (0 otherwise)
   int stats_offset;
   int barrier_offset;
@@ -47,7 +55,7 @@ FLASHJIT_HOST_DEVICE constexpr LatentRegions latent_regions(LatentShape s) {
   LatentRegions r{};
   r.q_offset = 0;
   r.kv_offset = s.block_m * s.head_dim_qk * 2;
-  r.kv_stage_bytes = s.block_n * s.head_dim_qk * 2;
+  r.kv_stage_bytes = s.block_n * ((s.head_dim_qk - s.head_dim_rope) * s.nope_bytes + s.head_dim_rope * 2);
   r.rows_offset = r.kv_offset + s.stages * r.kv_stage_bytes;
   if (s.seesaw) {
     r.rows_slot_bytes = r.exchange_offset = r.exchange_slot_bytes = 0;
@@ -62,7 +70,9 @@ FLASHJIT_HOST_DEVICE constexpr LatentRegions latent_regions(LatentShape s) {
   r.rows_slot_bytes = s.block_n * 2 * 8;
   r.exchange_offset = r.rows_offset + s.stages * r.rows_slot_bytes;
   r.exchange_slot_bytes = s.warps * 16 * s.block_n * 4;
-  r.flag_offset = (r.exchange_offset + s.exchange_slots * r.exchange_slot_bytes + 15) / 16 * 16;
+  r.key_scale_offset = r.exchange_offset + s.exchange_slots * r.exchange_slot_bytes;
+  r.key_scale_slot_bytes = s.key_scales ? s.block_n * 4 : 0;
+  r.flag_offset = (r.key_scale_offset + (s.stages + 1) * r.key_scale_slot_bytes + 15) / 16 * 16;
   r.total = r.flag_offset + 16;
   return r;
 }

@@ -1,19 +1,24 @@
 // What the split passes of a shared K/V (latent) cache share, as a CRTP layer over the key ring
 // (key_ring.cuh): the regions (latent_regions.cuh), the loads and the O rows' writer. A key tile is one
-// 16-bit shared-memory tile per key row, its nope columns (whose first dv are its V row) and then
-// its rope part, swizzled like the sm80 tiles (128-byte panels, chunk ^ row % 8: the layout
-// wgmma's 128-byte-swizzle descriptors read as well). Q is one tile of the CTA's packed rows in
-// the same layout. The ring's passes copy 16-byte chunks with cp.async, every thread.
+// shared-memory tile of 16-bit units per key row, its nope columns (whose first dv are its V
+// row) and then its rope part, swizzled like the sm80 tiles (128-byte panels, chunk ^ row % 8: the
+// layout wgmma's 128-byte-swizzle descriptors read as well). An fp8 cache keeps its nope columns
+// fp8 there (two to a unit) beside its 16-bit rope part. Q is one tile of the CTA's packed rows
+// in the same layout (an fp8 cache's Q nope dequantised to fp16). The ring's passes copy 16-byte
+// chunks with cp.async, every thread.
 //   latent_split.cuh: mma.sync warps, every GPU from Ampere on
 //   latent_wgmma.cuh: two wgmma warpgroups on every tile, sm_90a
 //   latent_seesaw.cuh: two wgmma warpgroups on alternate tiles, loaded by TMA, sm_90a (Q only
 //                      through this layer's cp.async)
 #pragma once
 
+#include "common/element_traits.cuh"
 #include "common/params.cuh"
+#include "common/scales.cuh"
 #include "common/seqinfo.cuh"
 #include "common/types.cuh"
 #include "decode/key_ring.cuh"
+#include "decode/kv_operands.cuh"
 #include "decode/latent_regions.cuh"
 #include "decode/strided_rows.cuh"
 #include "sm80/cp_async.cuh"
@@ -24,38 +29,55 @@ namespace flashjit::decode {
 template <class Derived, class T>
 struct LatentRing : KeyRing<Derived, T> {
   using Base = KeyRing<Derived, T>;
-  using Base::b, Base::m0, Base::rows, Base::seq, Base::tid, Base::p, Base::smem_base, Base::token_of,
-      Base::head_of, Base::row_slot, Base::kThreads;
+  using Base::b, Base::hk, Base::m0, Base::rows, Base::seq, Base::kv, Base::n_begin, Base::tid, Base::p, Base::smem,
+      Base::smem_base, Base::token_of, Base::head_of, Base::row_slot, Base::kThreads;
   using E = typename T::Element;
+  static constexpr bool kFp8 = ElementTraits<E>::kBytes == 1;
+  static constexpr bool kKeyScales = T::kKScale == ScaleKind::kPerToken;
   static constexpr int kBM = T::kBlockM, kBN = T::kBlockN, kWarps = T::kNumWarps;
   static constexpr int kDQK = T::kHeadDimQK, kDV = T::kHeadDimV, kDR = T::kHeadDimRope;
   static constexpr int kDN = kDQK - kDR, kStages = T::kStages;
-  static constexpr int kNopeChunks = kDN / 8, kRopeChunks = kDR / 8;
+  static constexpr int kNopeUnits = kDN * ElementTraits<E>::kBytes / 2;  // 16-bit units of a row's nope part
+  static constexpr int kNopeChunks = kNopeUnits / 8, kRopeChunks = kDR / 8;
   using QTile = sm80::SmemTile<kBM, kDQK>;
-  using KTile = sm80::SmemTile<kBN, kDQK>;
-  static constexpr LatentRegions kR = latent_regions({kBM, kBN, kDQK, kWarps, kStages, T::kExchangeSlots, /*seesaw=*/T::kTmaKv});
+  using KTile = sm80::SmemTile<kBN, kNopeUnits + kDR>;
+  static constexpr LatentRegions kR = latent_regions({kBM, kBN, kDQK, kWarps, kStages, T::kExchangeSlots, /*seesaw=*/T::kTmaKv,
+                                                      kDR, ElementTraits<E>::kBytes, kKeyScales});
 
   static_assert(T::kThreads == kThreads, "threads");
   static_assert(kR.total == T::kSmemBytes, "host and device disagree on the shared-memory size");
-  static_assert(sizeof(E) == 2 && sizeof(typename T::OutElement) == 2 && sizeof(typename T::RopeElement) == 2,
-                "16-bit latent caches");
-  static_assert(T::kQScale == ScaleKind::kNone && T::kKScale == ScaleKind::kNone && T::kVScale == ScaleKind::kNone,
-                "no quantisation scales on 16-bit caches");
+  static_assert((sizeof(E) == 2 || kFp8) && sizeof(typename T::OutElement) == 2 && sizeof(typename T::RopeElement) == 2,
+                "16-bit or fp8 latent caches with a 16-bit rope part");
+  static_assert(kFp8 || (T::kQScale == ScaleKind::kNone && T::kKScale == ScaleKind::kNone),
+                "quantisation scales come with fp8 caches");
+  static_assert(T::kVScale == ScaleKind::kNone, "V takes K's scale");
   static_assert(kDR % 8 == 0, "rope chunks");
   static_assert(QTile::kBytes == kR.kv_offset && KTile::kBytes == kR.kv_stage_bytes, "tile sizes agree");
 
-  __device__ __forceinline__ explicit LatentRing(const AttentionParams& params) : Base(params) {}
+  Scales<T> scales;
+
+  __device__ __forceinline__ explicit LatentRing(const AttentionParams& params)
+      : Base(params), scales(Scales<T>::make(params)) {}
+
+  // Per-token K scales of the tile `n` (slot (n - n_begin) % (kStages + 1)).
+  __device__ __forceinline__ float* key_scale_slot(int n) const {
+    return reinterpret_cast<float*>(smem + kR.key_scale_offset + ((n - n_begin) % (kStages + 1)) * kR.key_scale_slot_bytes);
+  }
 
   // The ring's hooks (key_ring.cuh): each key row's second offset is its rope part's (K's own
-  // rows when the rope columns are part of them).
+  // rows when the rope columns are part of them); per-token K scales go beside the offsets.
   __device__ __forceinline__ const TensorArg& second_tensor() const { return kDR > 0 ? p.k_rope : p.k; }
-  __device__ __forceinline__ void row_written(int, int, int) const {}
-  // Chunks [first, first + kCount) of every row of a tile from `base` plus each row's offset.
+  __device__ __forceinline__ void row_written(int n, int r, int j) const {
+    if constexpr (kKeyScales) key_scale_slot(n)[r] = j < kv.seqlen_k ? scales.k.at(b, hk, seq.k_start, j) : 0.f;
+  }
+  // Chunks [first, first + kCount) of every row of a tile from `base` plus each row's offset
+  // (elements of Src: a chunk is 16 bytes of them).
   template <class Tile, int kRows, int kFirst, int kCount, long long longlong2::*kPart, class Src>
   __device__ __forceinline__ void copy_chunks(u32 dst, const Src* base, const longlong2* offsets) const {
     using Rows = StridedRows<Tile, kThreads, kCount, kRows>;
+    constexpr int kPerChunk = 16 / int(sizeof(Src));
     if constexpr (Rows::kApplies) {  // strided_rows.cuh
-      const int col = Rows::chunk(tid) * 8;
+      const int col = Rows::chunk(tid) * kPerChunk;
       const u32 at = Rows::first(dst, tid, kFirst);
 #pragma unroll
       for (int j = 0; j < Rows::kCopies; ++j) {
@@ -70,7 +92,7 @@ struct LatentRing : KeyRing<Derived, T> {
         if (kTotal % kThreads != 0 && i >= kTotal) break;
         const int r = i / kCount, c = i % kCount;
         const i64 o = offsets[r].*kPart;
-        sm80::cp_async_16(dst + Tile::offset(r, kFirst + c), o >= 0 ? base + o + c * 8 : base, o >= 0);
+        sm80::cp_async_16(dst + Tile::offset(r, kFirst + c), o >= 0 ? base + o + c * kPerChunk : base, o >= 0);
       }
     }
   }
@@ -100,11 +122,31 @@ struct LatentRing : KeyRing<Derived, T> {
     }
   }
 
-  // Q's nope columns, then its rope part, by the first kBy threads.
+  // Row pointers of the CTA's packed query rows (null past the valid rows) and their scales:
+  // an fp8 cache's Q nope columns, dequantised into the Q tile (kv_operands.cuh).
+  struct QRows {
+    const LatentRing* k;
+    __device__ __forceinline__ const E* operator()(int r, float& scale) const {
+      const int packed = k->m0 + r;
+      if (packed >= k->rows) {
+        scale = 0.f;
+        return nullptr;
+      }
+      const int tok = k->token_of(packed), head = k->head_of(packed);
+      scale = k->scales.q.at(k->b, head, k->seq.q_start, tok);
+      return static_cast<const E*>(k->p.q.ptr) + SeqInfo::offset<T::kVarlen>(k->p.q, k->b, k->seq.q_start, tok, head);
+    }
+  };
+
+  // Q's nope columns, then its rope part, by the first kBy threads (an fp8 cache's nope columns
+  // synchronously, dequantised to fp16 in the order of the fp8 K operand's k slots).
   template <int kBy>
   __device__ __forceinline__ void load_q_by() const {
-    load_q_chunks<0, kNopeChunks, E, kBy>(p.q);
-    if constexpr (kRopeChunks > 0) load_q_chunks<kNopeChunks, kRopeChunks, typename T::RopeElement, kBy>(p.q_rope);
+    if constexpr (kFp8)
+      load_q_fp8<KvOperands<E, QTile, kBN, kDQK, kDV>, QTile, kBy, E, kDN>(smem_base + kR.q_offset, QRows{this}, tid);
+    else
+      load_q_chunks<0, kNopeChunks, E, kBy>(p.q);
+    if constexpr (kRopeChunks > 0) load_q_chunks<kDN / 8, kRopeChunks, typename T::RopeElement, kBy>(p.q_rope);
   }
   __device__ __forceinline__ void load_q() const { load_q_by<kThreads>(); }
 
@@ -115,6 +157,20 @@ struct LatentRing : KeyRing<Derived, T> {
   template <int kPairs, int kRegs>
   __device__ __forceinline__ void write_o_row(const float (&o)[kRegs], int h, int packed, int col0, float inv,
                                               float lse, bool bad, bool lse_writer) const {
+    write_o_pairs<kPairs>(
+        [&](int j, float& o0, float& o1) {
+          o0 = o[4 * j + 2 * h];
+          o1 = o[4 * j + 2 * h + 1];
+          return 8 * j;
+        },
+        packed, col0, inv, lse, bad, lse_writer);
+  }
+
+  // The same for any order of columns: pair(j, o0, o1) gives the values of pair j and returns
+  // the column of o0 (o1's is the next) past col0, a constant once unrolled.
+  template <int kPairs, class Pair>
+  __device__ __forceinline__ void write_o_pairs(const Pair& pair, int packed, int col0, float inv, float lse, bool bad,
+                                                bool lse_writer) const {
     using OE = typename T::OutElement;
     const float nan = __int_as_float(0x7fc00000);
     const int tok = token_of(packed), head = head_of(packed);
@@ -122,8 +178,9 @@ struct LatentRing : KeyRing<Derived, T> {
       OE* dst = this->o_row(tok, head) + col0;
 #pragma unroll
       for (int j = 0; j < kPairs; ++j) {
-        const float o0 = bad ? nan : o[4 * j + 2 * h] * inv, o1 = bad ? nan : o[4 * j + 2 * h + 1] * inv;
-        *reinterpret_cast<u32*>(dst + 8 * j) = pack2<OE>(o0, o1);
+        float o0, o1;
+        const int col = pair(j, o0, o1);
+        *reinterpret_cast<u32*>(dst + col) = pack2<OE>(bad ? nan : o0 * inv, bad ? nan : o1 * inv);
       }
       if (lse_writer) this->write_lse(tok, head, lse);
     } else {
@@ -131,8 +188,9 @@ struct LatentRing : KeyRing<Derived, T> {
       float* dst = p.partial_o + slot * kDV + col0;
 #pragma unroll
       for (int j = 0; j < kPairs; ++j) {
-        const float o0 = bad ? nan : o[4 * j + 2 * h] * inv, o1 = bad ? nan : o[4 * j + 2 * h + 1] * inv;
-        *reinterpret_cast<float2*>(dst + 8 * j) = make_float2(o0, o1);
+        float o0, o1;
+        const int col = pair(j, o0, o1);
+        *reinterpret_cast<float2*>(dst + col) = make_float2(bad ? nan : o0 * inv, bad ? nan : o1 * inv);
       }
       if (lse_writer) p.partial_lse[slot] = lse;
     }

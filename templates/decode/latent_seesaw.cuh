@@ -68,6 +68,7 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   using Softmax = sm90::OnlineSoftmax<kBN>;   // its layout helpers; the statistics are kept here
 
   static_assert(T::kTmaKv, "the seesaw pass loads its tiles by TMA");
+  static_assert(!Base::kFp8, "16-bit latent tiles (fp8 caches take the mma.sync pass)");
   static_assert(kBM == 64 && kWarps == 12, "two warpgroups share a 64-row tile, and a third loads");
   static_assert(kLoaderRegs * 128 + kConsumerRegs * kConsumers <= 65536, "the register file");
   static_assert(kStages >= 3, "tiles i and i + 1 are both in use while the next one loads");

@@ -11,11 +11,21 @@
 // launch), writes its partial scores to the exchange slot, and after one barrier adds all the
 // parts in the same order, so the warps of a row block hold identical scores, maxima and sums
 // and need no merge at the end. Each warp then multiplies P by its own V columns.
+//
+// fp8 caches (e4m3, e5m2 nope columns beside a 16-bit rope part): the nope columns stay fp8 in
+// the tile and are widened to fp16 after ldmatrix (kv_operands.cuh); Q's nope columns are
+// dequantised into fp16 in the order of the widened k slots. A warp's nope k-steps are whole
+// 16-byte chunks (16 columns), two per ldmatrix, at the same places in every 128-column panel;
+// its rope k-steps are 16-bit, in their own accumulator, since K's scale multiplies the nope
+// scores only: S = nope x K's scale (per-token scales ride beside the row offsets) + rope. V is
+// the same fp8 columns, so P is multiplied by the per-token scales before P V (or K's per-tensor
+// scale goes into 1/sum); each warp's V columns are whole 128-column panels.
 #pragma once
 
 #include "common/mask.cuh"
 #include "common/params.cuh"
 #include "common/types.cuh"
+#include "decode/kv_operands.cuh"
 #include "decode/latent_ring.cuh"
 #include "sm80/ldmatrix.cuh"
 #include "sm80/mma.cuh"
@@ -31,7 +41,8 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
   using Base::b, Base::hk, Base::m0, Base::rows, Base::seq, Base::mask, Base::tid, Base::warp, Base::lane,
       Base::wm, Base::wn, Base::g, Base::t, Base::n_begin, Base::n_end, Base::n_unmasked_lo, Base::n_unmasked_hi,
       Base::p, Base::smem, Base::smem_base, Base::token_of, Base::head_of, Base::bad_page_flag, Base::row_slot,
-      Base::kThreads, Base::kBM, Base::kBN, Base::kWarps, Base::kDQK, Base::kDV, Base::kDR, Base::kDN, Base::kR;
+      Base::kThreads, Base::kBM, Base::kBN, Base::kWarps, Base::kDQK, Base::kDV, Base::kDR, Base::kDN, Base::kR,
+      Base::kFp8, Base::kKeyScales, Base::kNopeChunks, Base::scales, Base::key_scale_slot;
   using typename Base::E, typename Base::QTile, typename Base::KTile;
   static constexpr int kGroup = T::kGroup;
   static constexpr int kWarpsM = kBM / 16;
@@ -41,6 +52,11 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
   static constexpr int kNT = kBN / 8, kPSteps = kBN / 16, kDT = kVCols / 8;
   using VPart = sm80::SmemTile<kBN, kVCols>;  // one warp's V columns: whole panels of the KV tile
   using Softmax = sm80::OnlineSoftmax<1, kThreads, false>;
+  // fp8: the widened operands of a warp's V columns, and the warp's k-steps: nope chunks in
+  // ldmatrix pairs, then 16-bit rope steps.
+  using Fp8Ops = KvOperands<E, QTile, kBN, kDQK, kVCols>;
+  static constexpr int kNopeSteps = kFp8 ? kDN / 16 / kWarpsN : 0;
+  static constexpr int kRopeSteps = kFp8 ? kDR / 16 / kWarpsN : 0;
 
   static_assert(kBM % 16 == 0 && kWarps % kWarpsM == 0, "warps cover the row blocks evenly");
   // Whole 64-column panels keep every ldmatrix address a lane constant plus an immediate: a
@@ -48,11 +64,16 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
   static_assert(kDQK % 64 == 0 && 4 % kWarpsN == 0, "k-steps of the warps at fixed places in each panel");
   static_assert(kVCols % 64 == 0 && kDV <= kDN, "each warp's V columns are whole panels of the nope part");
   static_assert(kBN % 16 == 0, "16-key steps");
+  static_assert(!kFp8 || (kDN % (32 * kWarpsN) == 0 && kNopeChunks % 8 == 0 && kDR % (16 * kWarpsN) == 0 &&
+                          kVCols % 128 == 0 && kNopeSteps + kRopeSteps == kKSteps),
+                "fp8: whole nope chunk pairs and rope steps for every warp, V in whole 128-column panels");
 
   sm80::LanePart lk, lv;
   u32 qa[kKSteps][4];  // this warp's Q fragments
   float acc_o[1][kDT][4];
   Softmax softmax;
+  float nope_factor;  // fp8: the widening factor and K's per-tensor or per-head scale
+  float o_factor;     // fp8: what 1/sum is multiplied by (V's share of them)
 
   __device__ __forceinline__ explicit LatentSplit(const AttentionParams& params) : Base(params) {}
 
@@ -62,16 +83,98 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
 
   // After the first tile's barrier, Q has arrived: this warp's Q fragments, kept for the launch.
   __device__ __forceinline__ void tile_arrived(int i) {
-    if (i == 0) {
+    if (i != 0) return;
+    if constexpr (kFp8) {
+      // Nope chunk c (16 columns, fp16 in the Q tile: chunks 2c, 2c + 1), then rope steps.
+      const int row = 16 * wm + (lane & 15), lc = lane >> 4;
+      const u32 q = smem_base + kR.q_offset;
+#pragma unroll
+      for (int j = 0; j < kNopeSteps / 2; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int c = ((2 * kWarpsN * j) ^ (2 * wn)) + h;
+          sm80::ldmatrix_x4(qa[2 * j + h], q + QTile::offset(row, 2 * c + lc));
+        }
+#pragma unroll
+      for (int r = 0; r < kRopeSteps; ++r)
+        sm80::ldmatrix_x4(qa[kNopeSteps + r], q + QTile::offset(row, kDN / 8 + ((2 * kWarpsN * r) ^ (2 * wn)) + lc));
+    } else {
       const sm80::LanePart lq = lane_part(kR.q_offset, 16 * wm + (lane & 15), lane >> 4);
 #pragma unroll
       for (int ks = 0; ks < kKSteps; ++ks) sm80::ldmatrix_x4(qa[ks], QTile::ldm(lq, 2 * kWarpsN * ks, 0));
     }
   }
 
+  // fp8: this warp's part of a tile's scores, nope (widened, times K's scales) plus rope.
+  __device__ __forceinline__ void scores_fp8(float (&s)[1][kNT][4], int n, int stage) const {
+    float s_odd[1][kNT][4], s_rope[1][kNT][4];
+    const sm80::LanePart lks = lk.plus(stage * kR.kv_stage_bytes);
+#pragma unroll
+    for (int j = 0; j < kNopeSteps / 2; ++j)
+#pragma unroll
+      for (int np = 0; np < kNT / 2; ++np) {
+        // (keys 0..7, chunk c), (keys 0..7, c + 1), (keys 8..15, c), (keys 8..15, c + 1)
+        u32 b[4];
+        sm80::ldmatrix_x4(b, KTile::ldm(lks, 2 * kWarpsN * j, 16 * np));
+        const u32 k00 = widen2<E, 0x1404>(b[0]), k01 = widen2<E, 0x3424>(b[0]);
+        const u32 k10 = widen2<E, 0x1404>(b[1]), k11 = widen2<E, 0x3424>(b[1]);
+        const u32 k20 = widen2<E, 0x1404>(b[2]), k21 = widen2<E, 0x3424>(b[2]);
+        const u32 k30 = widen2<E, 0x1404>(b[3]), k31 = widen2<E, 0x3424>(b[3]);
+        if (j == 0) {
+          sm80::mma_16816_zero_c<fp16_t>(s[0][2 * np], qa[0], k00, k01);
+          sm80::mma_16816_zero_c<fp16_t>(s[0][2 * np + 1], qa[0], k20, k21);
+          sm80::mma_16816_zero_c<fp16_t>(s_odd[0][2 * np], qa[1], k10, k11);
+          sm80::mma_16816_zero_c<fp16_t>(s_odd[0][2 * np + 1], qa[1], k30, k31);
+        } else {
+          sm80::mma_16816<fp16_t>(s[0][2 * np], qa[2 * j], k00, k01);
+          sm80::mma_16816<fp16_t>(s[0][2 * np + 1], qa[2 * j], k20, k21);
+          sm80::mma_16816<fp16_t>(s_odd[0][2 * np], qa[2 * j + 1], k10, k11);
+          sm80::mma_16816<fp16_t>(s_odd[0][2 * np + 1], qa[2 * j + 1], k30, k31);
+        }
+      }
+    using R = typename T::RopeElement;
+#pragma unroll
+    for (int r = 0; r < kRopeSteps; ++r)
+#pragma unroll
+      for (int np = 0; np < kNT / 2; ++np) {
+        u32 bk[4];
+        sm80::ldmatrix_x4(bk, KTile::ldm(lks, kNopeChunks + 2 * kWarpsN * r, 16 * np));
+        if (r == 0) {
+          sm80::mma_16816_zero_c<R>(s_rope[0][2 * np], qa[kNopeSteps], bk[0], bk[1]);
+          sm80::mma_16816_zero_c<R>(s_rope[0][2 * np + 1], qa[kNopeSteps], bk[2], bk[3]);
+        } else {
+          sm80::mma_16816<R>(s_rope[0][2 * np], qa[kNopeSteps + r], bk[0], bk[1]);
+          sm80::mma_16816<R>(s_rope[0][2 * np + 1], qa[kNopeSteps + r], bk[2], bk[3]);
+        }
+      }
+#pragma unroll
+    for (int j = 0; j < kNT; ++j) {
+      float f0 = nope_factor, f1 = nope_factor;
+      if constexpr (kKeyScales) {
+        const float2 k = *reinterpret_cast<const float2*>(key_scale_slot(n) + 8 * j + 2 * t);
+        f0 *= k.x;
+        f1 *= k.y;
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[0][j][e] = (s[0][j][e] + s_odd[0][j][e]) * (e % 2 ? f1 : f0);
+        if constexpr (kRopeSteps > 0) s[0][j][e] += s_rope[0][j][e];
+      }
+    }
+  }
+
   __device__ __forceinline__ void compute(int n, int stage, int i) {
+    float s[1][kNT][4];
+    if constexpr (kFp8)
+      scores_fp8(s, n, stage);
+    else
+      scores(s, stage);
+    finish_tile(s, n, stage, i);
+  }
+
+  __device__ __forceinline__ void scores(float (&s)[1][kNT][4], int stage) const {
     // Two accumulator sets (even and odd k-steps) halve the chains of dependent mma.sync.
-    float s[1][kNT][4], s_odd[1][kNT][4];
+    float s_odd[1][kNT][4];
     const sm80::LanePart lks = lk.plus(stage * kR.kv_stage_bytes);
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ++ks)
@@ -92,6 +195,10 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
     for (int j = 0; j < kNT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[0][j][e] += kKSteps > 1 ? s_odd[0][j][e] : 0.f;
+  }
+
+  // The row block's scores from the warps' parts, the mask, the softmax, and P V.
+  __device__ __forceinline__ void finish_tile(float (&s)[1][kNT][4], int n, int stage, int i) {
     if constexpr (kWarpsN > 1) {  // add the row block's parts, every warp in the same order
       float4* mine = exchange(i & 1, warp);
 #pragma unroll
@@ -116,15 +223,37 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
     }
     if (n >= n_unmasked_hi || n < n_unmasked_lo) this->mask_scores(s, n * kBN);
     softmax.update(s, acc_o, p.softmax_scale_log2);
-    u32 pa[1][kPSteps][4];
+    if constexpr (kFp8) {
+      if constexpr (kKeyScales) {  // V's per-token scales (and the widening factor) go into P
+#pragma unroll
+        for (int j = 0; j < kNT; ++j) {
+          const float2 k = *reinterpret_cast<const float2*>(key_scale_slot(n) + 8 * j + 2 * t);
+          const float f0 = k.x * Fp8Ops::kValueFactor, f1 = k.y * Fp8Ops::kValueFactor;
+          s[0][j][0] *= f0;
+          s[0][j][1] *= f1;
+          s[0][j][2] *= f0;
+          s[0][j][3] *= f1;
+        }
+      }
+      u32 pa[1][kPSteps][4];
+      pack_p<fp16_t>(s, pa);
+      Fp8Ops::template pv<kDT, kPSteps>(acc_o, pa, lv.plus(stage * kR.kv_stage_bytes));
+    } else {
+      u32 pa[1][kPSteps][4];
+      pack_p<E>(s, pa);
+      sm80::gemm_pv<E, VPart, 1, kDT, kPSteps>(acc_o, pa, lv.plus(stage * kR.kv_stage_bytes));
+    }
+  }
+
+  template <class PE>
+  __device__ __forceinline__ static void pack_p(const float (&s)[1][kNT][4], u32 (&pa)[1][kPSteps][4]) {
 #pragma unroll
     for (int kk = 0; kk < kPSteps; ++kk) {
-      pa[0][kk][0] = pack2<E>(s[0][2 * kk][0], s[0][2 * kk][1]);
-      pa[0][kk][1] = pack2<E>(s[0][2 * kk][2], s[0][2 * kk][3]);
-      pa[0][kk][2] = pack2<E>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-      pa[0][kk][3] = pack2<E>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+      pa[0][kk][0] = pack2<PE>(s[0][2 * kk][0], s[0][2 * kk][1]);
+      pa[0][kk][1] = pack2<PE>(s[0][2 * kk][2], s[0][2 * kk][3]);
+      pa[0][kk][2] = pack2<PE>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+      pa[0][kk][3] = pack2<PE>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
     }
-    sm80::gemm_pv<E, VPart, 1, kDT, kPSteps>(acc_o, pa, lv.plus(stage * kR.kv_stage_bytes));
   }
 
   // ldmatrix lane addresses for a tile at `offset`, shifted to this warp's k-step within each
@@ -152,17 +281,37 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
       const float mx = softmax.row_max(0, h);
       const float inv = sum > 0.f ? 1.f / sum : 0.f;
       const float lse = bad ? nan : sum > 0.f ? mx * score_scale + logf(sum) : neg_inf();
-      this->template write_o_row<kDT>(reinterpret_cast<const float(&)[4 * kDT]>(acc_o), h, packed, wn * kVCols + 2 * t,
-                                      inv, lse, bad, wn == 0 && t == 0);
+      if constexpr (kFp8) {
+        // Columns 16 c + 4 t + 2 e (+1) are n-tiles 2 c and 2 c + 1's element e (kv_operands.cuh).
+        this->template write_o_pairs<kDT>(
+            [&](int j, float& o0, float& o1) {
+              const int c = j / 2, e = j % 2;
+              o0 = acc_o[0][2 * c][2 * h + e];
+              o1 = acc_o[0][2 * c + 1][2 * h + e];
+              return Fp8Ops::column_of(2 * c, 0, e);
+            },
+            packed, wn * kVCols + 4 * t, inv * o_factor, lse, bad, wn == 0 && t == 0);
+      } else {
+        this->template write_o_row<kDT>(reinterpret_cast<const float(&)[4 * kDT]>(acc_o), h, packed,
+                                        wn * kVCols + 2 * t, inv, lse, bad, wn == 0 && t == 0);
+      }
     }
   }
 
   __device__ __forceinline__ void run() {
     if (!this->begin()) return;
     if (tid == 0) *bad_page_flag() = 0;
+    if constexpr (kFp8) {
+      // Per-token K scales multiply the nope scores and P; a per-tensor or per-head one (a
+      // latent head's) the nope scores and 1/sum.
+      const float k_scale = kKeyScales ? 1.f : scales.k.at(b, hk, 0, 0);
+      nope_factor = Fp8Ops::kValueFactor * k_scale;
+      o_factor = kKeyScales ? 1.f : Fp8Ops::kValueFactor * k_scale;
+    }
     // K as the B operand of Q K^T at this warp's k-steps; V (.trans) at its own column panels.
     lk = lane_part(kR.kv_offset, (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
-    lv = sm80::LanePart::make(smem_base + kR.kv_offset + wn * (kVCols / 64) * kBN * 128, lane & 15, lane >> 4);
+    lv = sm80::LanePart::make(smem_base + kR.kv_offset + wn * (kVCols / (kFp8 ? 128 : 64)) * kBN * 128, lane & 15,
+                              lane >> 4);
 #pragma unroll
     for (int d = 0; d < kDT; ++d)
 #pragma unroll

@@ -48,6 +48,7 @@ struct LatentWgmma : LatentRing<LatentWgmma<T>, T> {
   static constexpr float kRescaleLog2 = 8.f;  // a row's max moves when exceeded by more than this
 
   static_assert(kBM == 64 && kWarps == 8, "two warpgroups share a 64-row tile");
+  static_assert(!Base::kFp8, "16-bit latent tiles (fp8 caches take the mma.sync pass)");
   static_assert(kDQK % 64 == 0, "whole 128-byte panels of Q and K");
   static_assert(kVCols % 64 == 0 && kVCols <= 256 && kDV <= kDN,
                 "each warpgroup's V columns are whole panels of the nope part, one wgmma wide");

@@ -106,12 +106,93 @@ TEST(LatentDecode, TilesAndSharedMemory) {
   EXPECT_TRUE(check_config(mla(128, 1, "sm_80")).empty());
 }
 
+// An fp8 latent cache: e4m3 nope columns, a bf16 rope part, per-token K scales in fp32.
+Config mla_fp8(int heads, int tokens, const char* arch = "sm_90a") {
+  Config c = mla(heads, tokens, arch);
+  c.dtype = {DType::e4m3, DType::bf16, DType::bf16, DType::fp32};
+  c.scales = {ScaleGranularity::per_tensor, ScaleGranularity::per_token, ScaleGranularity::none};
+  return c;
+}
+
+TEST(LatentDecode, Fp8CacheTilesAndSharedMemory) {
+  // mma.sync warps at every head count; a 32-key tile row is 512 fp8 bytes and 64 bf16.
+  const Config r16 = resolve(mla_fp8(16, 1));
+  EXPECT_EQ(*r16.tuning.consumer_warpgroups, 0);
+  EXPECT_EQ(*r16.tuning.kv_loads, KvLoads::cp_async);
+  EXPECT_EQ(*r16.tuning.BM, 16);
+  EXPECT_EQ(*r16.tuning.num_warps, 4);
+  EXPECT_EQ(*r16.tuning.BN, 32);
+  EXPECT_EQ(*r16.tuning.num_kv_stages, 3);
+  // Q 16 x 576 (16-bit), three stages of 32 x (512 + 64 x 2) bytes, three row-offset slots,
+  // two exchange slots, four slots of 32 per-token K scales, the flag: two CTAs an SM.
+  const int want = 16 * 576 * 2 + 3 * 32 * 640 + 3 * 32 * 16 + 2 * 4 * 16 * 32 * 4 + 4 * 32 * 4 + 16;
+  EXPECT_EQ(generate(r16).launch.smem_bytes, want);
+  EXPECT_EQ(decode::latent_regions({16, 32, 576, 4, 3, 2, false, 64, 1, true}).total, want);
+  EXPECT_LE(2 * want, 227 * 1024);
+  const Config r128 = resolve(mla_fp8(128, 2));
+  EXPECT_EQ(*r128.tuning.consumer_warpgroups, 0);
+  EXPECT_EQ(*r128.tuning.BM, 32);
+  EXPECT_EQ(*r128.tuning.num_warps, 8);
+  // V 256: two warps per row block, each with one 128-column panel of fp8 V; V 128: one.
+  Config v256 = mla_fp8(16, 1);
+  v256.head_dim.v = 256;
+  EXPECT_EQ(*resolve(v256).tuning.num_warps, 2);
+  v256.head_dim.v = 128;
+  EXPECT_EQ(*resolve(v256).tuning.num_warps, 1);
+  for (const char* arch : {"sm_80", "sm_90a", "sm_100a"}) EXPECT_TRUE(check_config(mla_fp8(64, 1, arch)).empty()) << arch;
+  // An sm_89's 99 KB: three stages of 16 rows' tiles, two of 32 rows' do not fit.
+  EXPECT_EQ(*resolve(mla_fp8(16, 1, "sm_89")).tuning.num_kv_stages, 3);
+  EXPECT_EQ(issue_paths(mla_fp8(64, 1, "sm_89")), std::set<std::string>{"tuning.num_kv_stages"});
+  // The reference dequantises V with K's scales (a shared K/V trait of its own).
+  const KernelSource ref = generate_reference(mla_fp8(16, 1));
+  EXPECT_NE(ref.unit.find("kSharedKv = true"), std::string::npos);
+  EXPECT_NO_THROW(compile(ref));
+}
+
 TEST(LatentDecode, RulesNameTheField) {
   Config c = mla(16, 1);
-  c.dtype.qkv = DType::e4m3;
+  c.dtype.qkv = DType::e4m3;  // the rope part would be fp8 too
   c.dtype.out = DType::bf16;
   c.tuning.family = Family::decode;
-  EXPECT_EQ(issue_paths(c), std::set<std::string>{"dtype.qkv"});
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"dtype.rope"});
+  c.dtype.rope = DType::e4m3;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"dtype.rope"});
+  c.dtype.rope = DType::fp16;  // fp8 nope, 16-bit rope: MLA's fp8 cache
+  EXPECT_TRUE(check_config(c).empty());
+  c.head_dim = {512, 512, 0};  // an fp8 cache without a rope part
+  c.dtype.rope.reset();
+  EXPECT_TRUE(check_config(c).empty());
+  c = mla(16, 1);
+  c.dtype.rope = DType::fp16;  // a 16-bit cache's rope part is in its own type
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"dtype.rope"});
+  c = mla_fp8(16, 1);
+  c.head_dim = {576, 256, 128};  // 448 nope columns: not whole 128-byte panels of fp8
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"head_dim.qk"});
+  // Query tokens: up to 64 per sequence in a decode step, up to 16384 (prefill chunks) against
+  // a latent cache.
+  c = mla(128, 16384);
+  EXPECT_TRUE(check_config(c).empty());
+  c.tuning.max_seqlen_q = 16385;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.max_seqlen_q"});
+  c = mla(16, 1);
+  c.head_dim = {128, 128, 0};
+  c.kv_layout.shared_kv = false;
+  c.tuning.family = Family::decode;
+  c.tuning.max_seqlen_q = 65;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.max_seqlen_q"});
+  c = mla_fp8(16, 1);
+  c.scales.v = ScaleGranularity::per_tensor;  // V takes K's scale
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"scales.v"});
+  c = mla_fp8(128, 1);
+  c.tuning.consumer_warpgroups = 2;  // the wgmma passes read 16-bit tiles
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.consumer_warpgroups"});
+  c = mla_fp8(128, 1);
+  c.tuning.kv_loads = KvLoads::tma;
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.kv_loads"});
+  c = mla_fp8(16, 1);
+  c.head_dim.v = 256;
+  c.tuning.num_warps = 4;  // four warps of 64 fp8 V columns: half panels
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.num_warps"});
   c = mla(16, 1);
   c.head_dim = {576, 544, 64};  // V past the nope columns
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"head_dim.v"});
@@ -248,6 +329,7 @@ TEST(LatentDecode, DefaultTilesCompileWithoutSpills) {
     const char* arch;
     int v = 512;
     bool tma = false;  // tuning.kv_loads "tma": the seesaw pass
+    bool fp8 = false;  // e4m3 nope, bf16 rope, per-token K scales
   };
   for (const Case& k : {Case{16, 1, 64, 64, Mask::none, false, "sm_90a"}, Case{128, 2, 64, 64, Mask::causal, false, "sm_90a"},
                         Case{32, 1, 16, 64, Mask::none, true, "sm_90a"}, Case{64, 2, 0, 0, Mask::causal, false, "sm_90a"},
@@ -256,12 +338,18 @@ TEST(LatentDecode, DefaultTilesCompileWithoutSpills) {
                         Case{32, 4, 0, 64, Mask::causal, true, "sm_80"}, Case{128, 1, 16, 64, Mask::none, false, "sm_100a"},
                         Case{128, 2, 64, 64, Mask::causal, false, "sm_90a", 512, true},
                         Case{64, 1, 16, 0, Mask::none, false, "sm_90a", 256, true},
-                        Case{16, 4, 0, 64, Mask::causal, true, "sm_90a", 512, true}}) {
-    Config c = mla(k.heads, k.tokens, k.arch);
+                        Case{16, 4, 0, 64, Mask::causal, true, "sm_90a", 512, true},
+                        Case{16, 1, 64, 64, Mask::none, false, "sm_90a", 512, false, true},
+                        Case{128, 2, 64, 64, Mask::causal, false, "sm_90a", 512, false, true},
+                        Case{32, 4, 0, 64, Mask::causal, true, "sm_80", 512, false, true},
+                        Case{16, 1, 16, 64, Mask::sliding_window, false, "sm_100a", 256, false, true},
+                        Case{16, 1, 1, 64, Mask::none, false, "sm_89", 512, false, true}}) {
+    Config c = k.fp8 ? mla_fp8(k.heads, k.tokens, k.arch) : mla(k.heads, k.tokens, k.arch);
     if (!k.page) c.kv_layout = {false, 0, true};
     else c.kv_layout.page_size = k.page;
     c.head_dim.rope = k.rope;
     c.head_dim.v = k.v;
+    if (!k.rope) c.dtype.rope.reset();
     c.mask = k.mask;
     c.varlen = k.varlen;
     if (k.tma) c.tuning.kv_loads = KvLoads::tma;

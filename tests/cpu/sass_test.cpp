@@ -182,6 +182,26 @@ TEST_F(Sass, LatentSeesawPassLoadsByTma) {
   EXPECT_EQ(count(sass, "HMMA."), 0u);
 }
 
+// An fp8 latent cache (e4m3 nope, bf16 rope) on the mma.sync pass: fp16 HMMA for the widened
+// nope columns and P V, bf16 HMMA for the rope part, cp.async gathers; no HGMMA, no fp8 MMA.
+TEST_F(Sass, LatentFp8CacheWidensToFp16Hmma) {
+  for (int heads : {16, 128}) {
+    Config c;
+    c.arch = "sm_90a";
+    c.dtype = {DType::e4m3, DType::bf16, DType::bf16, DType::fp32};
+    c.scales = {ScaleGranularity::per_tensor, ScaleGranularity::per_token, ScaleGranularity::none};
+    c.head_dim = {576, 512, 64};
+    c.group = heads;
+    c.kv_layout = {true, 64, true};
+    const std::string sass = disassemble(compile(generate(resolve(c))).cubin);
+    EXPECT_GT(count(sass, "HMMA.16816.F32 "), 0u) << heads << " heads: fp16 (nope, P V)";
+    EXPECT_GT(count(sass, "HMMA.16816.F32.BF16"), 0u) << heads << " heads: bf16 (rope)";
+    EXPECT_GT(count(sass, "LDGSTS"), 0u) << heads;
+    EXPECT_EQ(count(sass, "HGMMA"), 0u) << heads;
+    EXPECT_EQ(count(sass, ".E4M3"), 0u) << heads;
+  }
+}
+
 // A 16-token causal bf16 d128 step on sm_90a with `group` query heads per KV head, paged.
 Config decode_step(int group) {
   Config c;

@@ -5,7 +5,8 @@
 // 0, 1, 15, 16, 17, 4095 and 65537
 // (at most 1025 with FLASHJIT_TEST_SHAPES=small),
 // windows, ragged queries, K/V loads by TMA boxes (sm_90a) and by cp.async gathers, fp8 caches (e4m3, e5m2) with every scale granularity, shared K/V
-// latent caches (MLA: 576 = 512 + 64 rope, V 512, up to 128 heads), against the fp32 reference
+// latent caches (MLA: 576 = 512 + 64 rope, V 512, up to 128 heads; bf16, fp16 and fp8 with a 16-bit
+// rope part; decode steps and prefill chunks of up to 100 tokens), against the fp32 reference
 // (itself checked against fp64 on the CPU with paged inputs); the combine pass alone against a CPU merge of the splits' partials; bad
 // page-table entries; and a CUDA graph captured once and replayed on fresh data.
 #include "gpu_test_support.hpp"
@@ -244,8 +245,22 @@ struct LatentCase {
   int warpgroups = -1;             // tuning.consumer_warpgroups; -1: the default
   int stages = 0;
   std::optional<KvLoads> loads;  // tuning.kv_loads (tma: the seesaw pass, sm_90a)
+  // fp8 caches: Q's and K's scales (V takes K's), per-token scales' type, the rope part's type.
+  ScaleGranularity q_scale = ScaleGranularity::none, k_scale = ScaleGranularity::none;
+  std::optional<DType> scale_dtype = {};
+  DType rope_dtype = DType::bf16;
 };
 void PrintTo(const LatentCase& c, std::ostream* os) { *os << c.label; }
+
+// `c` on an fp8 cache with these scales and a 16-bit rope part.
+LatentCase fp8_latent(LatentCase c, ScaleGranularity q, ScaleGranularity k, std::optional<DType> scale_dtype = {},
+                      DType rope = DType::bf16) {
+  c.q_scale = q;
+  c.k_scale = k;
+  c.scale_dtype = scale_dtype;
+  c.rope_dtype = rope;
+  return c;
+}
 
 // The decode step a latent case runs: its dtype, group, tokens, cache and splits.
 DecodeCase step_of(const LatentCase& k) {
@@ -256,6 +271,10 @@ Config latent_config(const LatentCase& k) {
   Config c = decode_config(step_of(k));
   c.head_dim = {k.qk, k.v, k.rope};
   c.kv_layout.shared_kv = true;
+  if (k.dtype == DType::e4m3 || k.dtype == DType::e5m2) {
+    c.dtype = {k.dtype, DType::bf16, k.rope ? std::optional<DType>(k.rope_dtype) : std::nullopt, k.scale_dtype};
+    c.scales = {k.q_scale, k.k_scale, ScaleGranularity::none};
+  }
   if (k.bm) c.tuning.BM = k.bm;
   if (k.warps) c.tuning.num_warps = k.warps;
   if (k.bn) c.tuning.BN = k.bn;
@@ -316,6 +335,41 @@ const std::vector<LatentCase>& latent_cases() {
        -1, 0, KvLoads::tma},
       {"mla_seesaw_bf16_g64_q1_page8_window_bn16", DType::bf16, 576, 512, 64, 64, 1, 8, Mask::sliding_window, false, 0,
        1, 0, 0, 16, -1, 0, KvLoads::tma},
+      // fp8 caches (mma.sync, every target): fp8 nope columns beside a 16-bit rope part, V
+      // dequantised with K's scales; every K scale granularity, per-token scales in fp32 and bf16.
+      fp8_latent({"mla_e4m3_g16_q1_page64_per_token", DType::e4m3, 576, 512, 64, 16, 1, 64, Mask::none, false, 0},
+                 G::per_tensor, G::per_token, DType::fp32),
+      fp8_latent({"mla_e4m3_g128_q2_page64_causal_per_token_bf16", DType::e4m3, 576, 512, 64, 128, 2, 64, Mask::causal,
+                  false, 0},
+                 G::per_token, G::per_token, DType::bf16),
+      fp8_latent({"mla_e4m3_g32_q1_page16_seven_splits_per_tensor", DType::e4m3, 576, 512, 64, 32, 1, 16, Mask::none,
+                  false, 7},
+                 G::per_head, G::per_tensor),
+      fp8_latent({"mla_e5m2_g16_q4_contiguous_causal_varlen_unscaled", DType::e5m2, 576, 512, 64, 16, 4, 0, Mask::causal,
+                  true, 0},
+                 G::none, G::none),
+      fp8_latent({"mla_e4m3_g16_q1_page1_one_split_per_token_fp16_rope", DType::e4m3, 576, 512, 64, 16, 1, 1, Mask::none,
+                  false, 1},
+                 G::none, G::per_token, DType::fp32, DType::fp16),
+      fp8_latent({"latent_e4m3_v256_g8_q2_page16_causal_per_head", DType::e4m3, 576, 256, 64, 8, 2, 16, Mask::causal,
+                  false, 0, 2},
+                 G::per_head, G::per_head),
+      fp8_latent({"mla_e4m3_g64_q1_page64_window_per_token", DType::e4m3, 576, 512, 64, 64, 1, 64,
+                  Mask::sliding_window, false, 0},
+                 G::per_tensor, G::per_token, DType::fp32),
+      fp8_latent({"mla_e4m3_g16_q2_contiguous_varlen_per_token_bm32_w8", DType::e4m3, 576, 512, 64, 16, 2, 0,
+                  Mask::causal, true, 0, 1, 32, 8},
+                 G::per_token, G::per_token, DType::fp32),
+      // Prefill chunks against the cache (absorbed MLA): tens to a hundred causal tokens per
+      // sequence, on each pass (the seesaw pass by default on sm_90a at pages of 16 and 64).
+      {"mla_prefill_bf16_g16_q100_page64_causal", DType::bf16, 576, 512, 64, 16, 100, 64, Mask::causal, false, 0},
+      {"mla_prefill_bf16_g128_q24_page16_causal_varlen", DType::bf16, 576, 512, 64, 128, 24, 16, Mask::causal, true, 0},
+      {"mla_prefill_wgmma_bf16_g32_q70_page4_causal", DType::bf16, 576, 512, 64, 32, 70, 4, Mask::causal, false, 0},
+      {"mla_prefill_mma_sync_fp16_g16_q72_page1_causal", DType::fp16, 576, 512, 64, 16, 72, 1, Mask::causal, false, 0,
+       1, 0, 0, 0, 0},
+      fp8_latent({"mla_prefill_e4m3_g16_q80_page64_causal_per_token", DType::e4m3, 576, 512, 64, 16, 80, 64,
+                  Mask::causal, false, 0},
+                 G::per_token, G::per_token, DType::fp32),
   };
   return cases;
 }
