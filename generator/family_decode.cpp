@@ -337,6 +337,11 @@ class DecodeFamily final : public KernelFamily {
       return ConfigIssue{"head_dim.v", std::to_string(v),
                          "V is the first head_dim.v columns of K's nope part: 128, 256 or 512, at most head_dim.qk - "
                          "head_dim.rope (" + std::to_string(c.head_dim.nope()) + ")"};
+    // fp8: each warp of a row block takes whole 128-column panels of V; one warp on V 128 would
+    // hold all 36 of Q's k-steps beside O and spill.
+    if (fp8 && v < 256)
+      return ConfigIssue{"head_dim.v", std::to_string(v),
+                         "an fp8 latent cache's V is 256 or 512 columns (whole 128-column panels for two or four warps)"};
     if (!fp8) {
       if (auto scaled = scale_issues(c, std::string("16-bit latent caches take no quantisation scales ") + why);
           !scaled.empty())
@@ -383,7 +388,7 @@ class DecodeFamily final : public KernelFamily {
     if (!t.num_warps) {
       // mma.sync: four warps a row block where V's columns split into four whole panels, else two
       // (fp8: panels of 128 columns).
-      const int warps_n = is_float8(c.dtype.qkv) ? std::min(4, c.head_dim.v / 128) : c.head_dim.v >= 256 ? 4 : 2;
+      const int warps_n = is_float8(c.dtype.qkv) ? c.head_dim.v / 128 : c.head_dim.v >= 256 ? 4 : 2;
       t.num_warps = seesaw ? kSeesawWarps : wgmma ? 8 : warps_n * (*t.BM / 16);
     }
     if (!t.BN) t.BN = seesaw ? kSeesawKeys : wgmma ? 48 : 32;

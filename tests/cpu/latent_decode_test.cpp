@@ -133,12 +133,10 @@ TEST(LatentDecode, Fp8CacheTilesAndSharedMemory) {
   EXPECT_EQ(*r128.tuning.consumer_warpgroups, 0);
   EXPECT_EQ(*r128.tuning.BM, 32);
   EXPECT_EQ(*r128.tuning.num_warps, 8);
-  // V 256: two warps per row block, each with one 128-column panel of fp8 V; V 128: one.
+  // V 256: two warps per row block, each with one 128-column panel of fp8 V.
   Config v256 = mla_fp8(16, 1);
   v256.head_dim.v = 256;
   EXPECT_EQ(*resolve(v256).tuning.num_warps, 2);
-  v256.head_dim.v = 128;
-  EXPECT_EQ(*resolve(v256).tuning.num_warps, 1);
   for (const char* arch : {"sm_80", "sm_90a", "sm_100a"}) EXPECT_TRUE(check_config(mla_fp8(64, 1, arch)).empty()) << arch;
   // An sm_89's 99 KB: three stages of 16 rows' tiles, two of 32 rows' do not fit.
   EXPECT_EQ(*resolve(mla_fp8(16, 1, "sm_89")).tuning.num_kv_stages, 3);
@@ -180,6 +178,9 @@ TEST(LatentDecode, RulesNameTheField) {
   c.tuning.family = Family::decode;
   c.tuning.max_seqlen_q = 65;
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.max_seqlen_q"});
+  c = mla_fp8(16, 1);
+  c.head_dim.v = 128;  // one warp would hold all of Q's k-steps
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"head_dim.v"});
   c = mla_fp8(16, 1);
   c.scales.v = ScaleGranularity::per_tensor;  // V takes K's scale
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"scales.v"});
