@@ -107,7 +107,7 @@ void register_run(CLI::App& parent, Context& ctx, Action& action) {
   sub->add_option("--iters", o->iters, "Timed launches (the median is printed)")->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
   const char* io = "Inputs and outputs (.npy)";
-  sub->add_option("--load-q", o->load_q, "Q from a .npy file (float32 '<f4', quantised when the config scales Q; or dtype.qkv: fp16 '<f2', bf16 or fp8 bits '<u2'/'|u1')")
+  sub->add_option("--load-q", o->load_q, "Q from a .npy file (float32 '<f4', quantised when the config scales Q; or dtype.q (else dtype.qkv): fp16 '<f2', bf16 or fp8 bits '<u2'/'|u1')")
       ->type_name("FILE")->group(io);
   sub->add_option("--load-k", o->load_k, "K from a .npy file")->type_name("FILE")->group(io);
   sub->add_option("--load-v", o->load_v, "V from a .npy file")->type_name("FILE")->group(io);

@@ -135,10 +135,12 @@ std::string load_input(const std::string& file, const std::string& scale_file, T
            describe_scales(g, unique);
   }
 
-  // Elements as stored: the config's dtype (bits), with their scales from a file when scaled.
-  if (c.head_dim.rope > 0 && role != TensorRole::v && c.dtype.rope && *c.dtype.rope != c.dtype.qkv)
+  // Elements as stored: the config's dtype (bits; Q's is dtype.q where set), with their scales
+  // from a file when scaled.
+  const DType stored = role == TensorRole::q ? c.dtype.q.value_or(c.dtype.qkv) : c.dtype.qkv;
+  if (c.head_dim.rope > 0 && role != TensorRole::v && c.dtype.rope && *c.dtype.rope != stored)
     throw NpyError(file + ": " + role_name(role) + "'s rope columns are " + to_string(*c.dtype.rope) + " and its other "
-                   "columns " + to_string(c.dtype.qkv) + ": store float32 '<f4' values");
+                   "columns " + to_string(stored) + ": store float32 '<f4' values");
   if (g != ScaleGranularity::none && scale_file.empty())
     throw UsageError(flag + " " + file + ": the config scales " + role_name(role) + " (scales." + which + " = " +
                      to_string(g) + "): give its scales with " + flag + "-scale FILE, or float32 values for flashjit "
@@ -146,7 +148,7 @@ std::string load_input(const std::string& file, const std::string& scale_file, T
   if (g == ScaleGranularity::none && !scale_file.empty())
     throw UsageError(flag + "-scale " + scale_file + ": the config does not scale " + role_name(role) + " (scales." +
                      which + ")");
-  const std::vector<unsigned char> bytes = to_elements(a, c.dtype.qkv, expected, file, role);
+  const std::vector<unsigned char> bytes = to_elements(a, stored, expected, file, role);
   if (!scale_file.empty()) {
     const NpyArray sa = read_npy(scale_file);
     const std::vector<int64_t> want = problem.scale_shape(which);
@@ -166,7 +168,7 @@ std::string load_input(const std::string& file, const std::string& scale_file, T
     return "";
   }
   // The nope columns go to Q/K, the last `rope` columns to their own tensors.
-  const size_t e = dtype_bytes(c.dtype.qkv);
+  const size_t e = dtype_bytes(stored);
   const size_t qk = c.head_dim.qk * e, rope = c.head_dim.rope * e, nope = qk - rope, rows = bytes.size() / qk;
   std::vector<unsigned char> a_nope(rows * nope), a_rope(rows * rope);
   for (size_t r = 0; r < rows; ++r) {

@@ -267,6 +267,7 @@ Config parse_config(const json& j) {
     ObjectReader dr(*d, "dtype", issues);
     dr.read_enum("qkv", kDTypes, c.dtype.qkv);
     dr.read_enum("out", kDTypes, c.dtype.out);
+    dr.read_enum("q", kDTypes, c.dtype.q);
     dr.read_enum("rope", kDTypes, c.dtype.rope);
     dr.read_enum("scale", kDTypes, c.dtype.scale);
     dr.check_unknown();
@@ -367,14 +368,15 @@ json to_json(const Config& c) {
   // stays what it was.
   json kv_layout = {{"paged", c.kv_layout.paged}, {"page_size", c.kv_layout.page_size}};
   if (c.kv_layout.shared_kv) kv_layout["shared_kv"] = true;
+  json dtype = {{"qkv", to_string(c.dtype.qkv)},
+                {"out", to_string(c.dtype.out)},
+                {"rope", opt_enum(c.dtype.rope)},
+                {"scale", opt_enum(c.dtype.scale)}};
+  if (c.dtype.q) dtype["q"] = to_string(*c.dtype.q);  // only where set: other configs keep their keys
   return json{
       {"schema", kConfigSchema},
       {"arch", c.arch},
-      {"dtype",
-       {{"qkv", to_string(c.dtype.qkv)},
-        {"out", to_string(c.dtype.out)},
-        {"rope", opt_enum(c.dtype.rope)},
-        {"scale", opt_enum(c.dtype.scale)}}},
+      {"dtype", dtype},
       {"head_dim", {{"qk", c.head_dim.qk}, {"v", c.head_dim.v}, {"rope", c.head_dim.rope}}},
       {"group", c.group},
       {"mask", to_string(c.mask)},
@@ -391,7 +393,8 @@ std::size_t ConfigHash::operator()(const Config& c) const {
   std::size_t h = std::hash<std::string>()(c.arch);
   auto mix = [&h](long long v) { h ^= std::hash<long long>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
   const Tuning& t = c.tuning;
-  for (long long v : {(long long)c.dtype.qkv, (long long)c.dtype.out, (long long)c.head_dim.qk,
+  for (long long v : {(long long)c.dtype.qkv, (long long)c.dtype.out, (long long)c.dtype.q.value_or(c.dtype.qkv),
+                      (long long)c.head_dim.qk,
                       (long long)c.head_dim.v, (long long)c.head_dim.rope, (long long)c.group,
                       (long long)c.mask, (long long)c.varlen, (long long)c.lse,
                       (long long)t.seqlen_hint.value_or(-1), (long long)t.max_seqlen_q.value_or(-1),

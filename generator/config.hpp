@@ -37,6 +37,7 @@ struct DTypes {
   DType out = DType::bf16;
   std::optional<DType> rope;   // dtype of the rope columns of Q and K; unset: same as qkv
   std::optional<DType> scale;  // dtype of per-token scales; set only when a scale is per_token
+  std::optional<DType> q;      // dtype of Q (its nope columns); unset: dtype.qkv. A 16-bit Q beside an fp8 K/V cache
   bool operator==(const DTypes&) const = default;
 };
 

@@ -63,6 +63,7 @@ std::string traits_struct(const Config& r, const Constants& extra) {
   std::string s = "namespace flashjit::generated {\nstruct Traits {\n";
   s += "  using Element = " + device_type(r.dtype.qkv) + ";\n";
   s += "  using OutElement = " + device_type(r.dtype.out) + ";\n";
+  if (r.dtype.q) s += "  using QElement = " + device_type(*r.dtype.q) + ";\n";  // else Element (QElementOf)
   s += "  using RopeElement = " + device_type(r.dtype.rope.value_or(r.dtype.qkv)) + ";\n";
   s += "  using ScaleElement = " + device_type(r.dtype.scale.value_or(DType::fp32)) + ";\n";
   s += "  using ComputeElement = " + device_type(compute_dtype(r.dtype, r.head_dim.rope)) + ";\n";

@@ -93,6 +93,10 @@ class Sm90Family final : public KernelFamily {
   Family id() const override { return Family::sm90; }
 
   std::optional<ConfigIssue> unsupported(const Config& c, const ArchInfo& arch) const override {
+    if (c.dtype.q && *c.dtype.q != c.dtype.qkv)
+      return ConfigIssue{"dtype.q", std::string("\"") + to_string(*c.dtype.q) + "\"",
+                         "the sm90 family reads Q in dtype.qkv; a 16-bit Q beside an fp8 cache runs on the decode "
+                         "family (tuning.max_seqlen_q, a decode step)"};
     if (!arch.has_wgmma())
       return ConfigIssue{"arch", "\"" + arch.name + "\"",
                          "the sm90 family needs the sm_90a target (wgmma, setmaxnreg)"};

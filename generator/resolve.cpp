@@ -42,6 +42,15 @@ void check_common(const Config& c, std::vector<ConfigIssue>& out) {
   else if (h.rope > 0 && h.rope >= h.qk)
     bad("head_dim.rope", num(h.rope), "rope columns are part of head_dim.qk, so rope < qk (qk = " +
         num(h.qk) + ")");
+  if (d.q && *d.q != d.qkv) {
+    if (!is_fp8(d.qkv))
+      bad("dtype.q", quoted(to_string(*d.q)),
+          "a Q type of its own goes beside an fp8 K/V cache (dtype.qkv e4m3 or e5m2); here Q is dtype.qkv");
+    else if (!is_16bit(*d.q))
+      bad("dtype.q", quoted(to_string(*d.q)), "must be bf16, fp16, or the same as dtype.qkv");
+    else if (c.scales.q != ScaleGranularity::none)
+      bad("scales.q", quoted(to_string(c.scales.q)), std::string("a 16-bit Q (dtype.q ") + to_string(*d.q) + ") is not quantised");
+  }
   if (d.rope) {
     if (h.rope == 0)
       bad("dtype.rope", quoted(to_string(*d.rope)), "set only when head_dim.rope > 0");
@@ -101,6 +110,7 @@ Family choose_family(const Config& c, const ArchInfo& arch) {
 Config with_family_tuning(const Config& c, Family f, const ArchInfo& arch) {
   Config r = c;
   r.tuning.family = f;
+  if (r.dtype.q == r.dtype.qkv) r.dtype.q.reset();  // Q in the inputs' type: the same kernel
   if (r.tuning.scheduler == Scheduler::automatic) r.tuning.scheduler.reset();
   if (r.tuning.kv_loads == KvLoads::automatic) r.tuning.kv_loads.reset();
   family(f).resolve_tuning(r, arch);
@@ -183,6 +193,7 @@ std::string readable_name(const Config& r) {
   add("_d", num(r.head_dim.qk));
   if (r.head_dim.v != r.head_dim.qk) add("v", num(r.head_dim.v));
   if (r.head_dim.rope) add("r", num(r.head_dim.rope));
+  if (r.dtype.q) add("_q", to_string(*r.dtype.q));
   if (r.dtype.out != r.dtype.qkv) add("_o", to_string(r.dtype.out));
   add("_", to_string(r.mask));
   if (r.group > 1) add("_g", num(r.group));

@@ -105,7 +105,7 @@ DeviceProblem::DeviceProblem(const Config& config, const ProblemShape& shape, ui
 
   const HeadDims& h = config.head_dim;
   const size_t e = dtype_bytes(config.dtype.qkv), er = dtype_bytes(config.dtype.rope.value_or(config.dtype.qkv));
-  q_ = alloc(size_t(rows_q_) * shape.heads_q * h.nope() * e);
+  q_ = alloc(size_t(rows_q_) * shape.heads_q * h.nope() * dtype_bytes(config.dtype.q.value_or(config.dtype.qkv)));
   k_ = alloc(size_t(device_rows_k_) * shape.heads_k * h.nope() * e);
   if (!shared_kv()) v_ = alloc(size_t(device_rows_k_) * shape.heads_k * h.v * e);
   if (h.rope) {
@@ -334,9 +334,10 @@ std::vector<float> DeviceProblem::write_input(const TensorSlot& t, std::vector<f
 std::pair<DeviceProblem::TensorSlot, DeviceProblem::TensorSlot> DeviceProblem::slots(char which) {
   const HeadDims& h = config_.head_dim;
   const ElementType& in = element_type(config_.dtype.qkv);
+  const ElementType& q_type = element_type(config_.dtype.q.value_or(config_.dtype.qkv));
   const ElementType& rope = element_type(config_.dtype.rope.value_or(config_.dtype.qkv));
   if (which == 'q')
-    return {{q_, &in, rows_q_, shape_.heads_q, h.nope(), h.qk, 0, &hq_, true, 'q'},
+    return {{q_, &q_type, rows_q_, shape_.heads_q, h.nope(), h.qk, 0, &hq_, true, 'q'},
             {q_rope_, &rope, rows_q_, shape_.heads_q, h.rope, h.qk, h.nope(), &hq_, true, 0}};
   if (which == 'k')
     return {{k_, &in, rows_k_, shape_.heads_k, h.nope(), h.qk, 0, &hk_, false, 'k'},
@@ -719,9 +720,10 @@ double attention_bytes(const Config& c, const ProblemShape& shape) {
     keys += shape.keys_of(c, b);
   }
   const double in = dtype_bytes(c.dtype.qkv), out = dtype_bytes(c.dtype.out);
+  const double q = dtype_bytes(c.dtype.q.value_or(c.dtype.qkv));
   // A shared K/V cache's V is part of its K rows: each key row is read once.
   const double per_key = c.head_dim.qk + (c.kv_layout.shared_kv ? 0 : c.head_dim.v);
-  return in * (rows_q * shape.heads_q * c.head_dim.qk + keys * shape.heads_k * per_key) +
+  return q * rows_q * shape.heads_q * c.head_dim.qk + in * keys * shape.heads_k * per_key +
          out * rows_q * shape.heads_q * c.head_dim.v;
 }
 

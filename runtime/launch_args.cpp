@@ -90,7 +90,7 @@ AttentionParams common_params(const Config& c, const LaunchInfo& launch, const A
   if (a.heads_q > 65535 || a.batch > 65535) fail("args.heads_q and args.batch must be at most 65535 (grid limits)");
 
   const DType qkv = c.dtype.qkv, rope = c.dtype.rope.value_or(qkv);
-  check_tensor("q", a.q, qkv, ragged, false, a.seqlen_q);
+  check_tensor("q", a.q, c.dtype.q.value_or(qkv), ragged, false, a.seqlen_q);  // dtype.q: a 16-bit Q's
   check_tensor("k", a.k, qkv, ragged, paged, a.seqlen_k);
   // A shared K/V cache (MLA's latent cache) reads V from the first head_dim.v columns of K.
   const bool shared_kv = c.kv_layout.shared_kv;

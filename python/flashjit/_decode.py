@@ -87,9 +87,10 @@ def _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_
             _fail(f"{name} is on {t.device}, q on {q.device}")
     if q.stride(-1) != 1:
         _fail(f"q's last (head-dim) axis must be contiguous; its strides are {tuple(q.stride())}")
-    if q.dtype not in _INPUT_NAMES or k.dtype != q.dtype or v.dtype != q.dtype:
-        _fail(f"q, k_cache and v_cache must share one dtype: bfloat16, float16, float8_e4m3fn or float8_e5m2 "
-              f"(got {q.dtype}, {k.dtype}, {v.dtype})")
+    own_q = k.dtype not in _DTYPE_NAMES and q.dtype in _DTYPE_NAMES  # a 16-bit q beside an fp8 cache
+    if k.dtype not in _INPUT_NAMES or v.dtype != k.dtype or (q.dtype != k.dtype and not own_q):
+        _fail(f"q, k_cache and v_cache must share one dtype: bfloat16, float16, float8_e4m3fn or float8_e5m2, "
+              f"or q bfloat16 / float16 beside an fp8 cache (got {q.dtype}, {k.dtype}, {v.dtype})")
     if tuple(v.shape[:3]) != tuple(k.shape[:3]):
         _fail(f"v_cache {tuple(v.shape)} must match k_cache {tuple(k.shape)} in every axis but the last")
     if lay.varlen:
@@ -176,13 +177,16 @@ def _out_dtype(dtype):
 
 
 def _problem(lay: _Layout, dtype, out_dtype, mask: str, return_lse: bool, scales=_NO_SCALES, rope_dim=0,
-             shared_kv=False, rope_dtype=None) -> dict:
+             shared_kv=False, rope_dtype=None, q_dtype=None) -> dict:
+    """`dtype` is the cache's; `q_dtype` q's where it differs (a 16-bit q beside an fp8 cache)."""
     kv_layout = {"paged": lay.paged, "page_size": lay.page_size}
     if shared_kv:
         kv_layout["shared_kv"] = True
     types = {"qkv": _INPUT_NAMES[dtype], "out": _DTYPE_NAMES[out_dtype], "scale": scales[1]}
     if rope_dim and rope_dtype is not None and rope_dtype != dtype:
         types["rope"] = _DTYPE_NAMES[rope_dtype]
+    if q_dtype is not None and q_dtype != dtype:
+        types["q"] = _DTYPE_NAMES[q_dtype]
     return {
         "dtype": types,
         "scales": scales[0],
@@ -203,7 +207,7 @@ def _rope_layout(lay: _Layout, q, q_rope, k, k_rope):
         _fail("q_rope and k_rope_cache come together (or neither: the rope columns inside q and kv_cache)")
     if q_rope is None:
         return 0, None, None
-    fp8 = q.dtype not in _DTYPE_NAMES
+    fp8 = k.dtype not in _DTYPE_NAMES
     for name, t, like in (("q_rope", q_rope, q), ("k_rope_cache", k_rope, k)):
         if t.dim() != like.dim() or tuple(t.shape[:-1]) != tuple(like.shape[:-1]):
             _fail(f"{name} has shape {tuple(t.shape)}: it must match {tuple(like.shape)} in every axis but the last")
@@ -248,8 +252,8 @@ def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale
         plan.o_dtype = out.dtype
     plan.lse_shape = lay.lse_shape if return_lse else None
     scales = _scales(lay, q_scale, k_scale, v_scale, q.device)
-    problem = _problem(lay, q.dtype, plan.o_dtype, mask, return_lse, scales, rope_dim, shared_kv,
-                       None if q_rope is None else q_rope.dtype)
+    problem = _problem(lay, k.dtype, plan.o_dtype, mask, return_lse, scales, rope_dim, shared_kv,
+                       None if q_rope is None else q_rope.dtype, q.dtype)
     pinned = _pinned(config_key)
     config = _merged(problem, pinned, _device_arch(q.device) if pinned is not None else "native")
     tuning = dict(config.to_dict().get("tuning") or {})
@@ -403,8 +407,9 @@ def decode(
         q: ``[batch, seqlen_q, heads_q, dim]`` (1 to 64 tokens per sequence; a step of several
             tokens is causal among itself with ``causal=True``), or ``[total_q, heads_q, dim]``
             packed rows of ragged steps (with ``cu_seqlens_q`` and a paged cache). bfloat16 or
-            float16, or float8_e4m3fn / float8_e5m2 (an fp8 cache; q quantised the same way).
-        k_cache, v_cache: the cache, the same dtype: ``[batch, seqlen_k, heads_k, dim]`` (any
+            float16, or float8_e4m3fn / float8_e5m2 (an fp8 cache; q quantised the same way, with
+            q_scale), or bfloat16 / float16 beside an fp8 cache (not quantised: no q_scale).
+        k_cache, v_cache: the cache, in q's dtype (or fp8 beside a 16-bit q): ``[batch, seqlen_k, heads_k, dim]`` (any
             strides with a contiguous last axis), or with ``page_table`` paged ``[num_pages,
             page_size, heads_k, dim]`` (page sizes are powers of two up to 256); ``heads_q`` a
             multiple of ``heads_k``.
@@ -501,8 +506,8 @@ def mla_decode(
     Args:
         q, q_rope: the step's queries, nope and rope columns: ``[batch, seqlen_q, heads_q, d]``
             and ``[..., d_rope]`` (or packed ``[total_q, heads_q, ...]`` with ``cu_seqlens_q``),
-            bfloat16 or float16, or (an fp8 cache) q float8_e4m3fn / float8_e5m2 beside a
-            bfloat16 or float16 q_rope.
+            bfloat16 or float16, or (an fp8 cache) q float8_e4m3fn / float8_e5m2 with q_scale, or
+            bfloat16 / float16 without, beside a bfloat16 or float16 q_rope.
         kv_cache, k_rope_cache: the latent cache and its rope part, in q's and q_rope's dtypes:
             ``[num_pages, page_size, heads_k, d]`` and ``[..., d_rope]`` with ``page_table``
             (FlashInfer's ``ckv``/``kpe``), or ``[batch, seqlen_k, heads_k, ...]``. Views of one

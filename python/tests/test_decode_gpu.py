@@ -153,6 +153,25 @@ def test_fp8_cache_matches_the_dequantised_fp64(seed, dtype, per_token):
     assert (lse[finite].double() - want_lse[finite]).abs().max().item() < 1e-2, f"seed {seed}"
 
 
+@pytest.mark.parametrize("q_dtype", [torch.bfloat16, torch.float16], ids=["bf16_q", "fp16_q"])
+def test_sixteen_bit_q_beside_an_fp8_cache(seed, q_dtype):
+    """vLLM's and FlashInfer's fp8 decode: q unquantised, the cache e4m3 with per-tensor scales."""
+    lens, tokens, hq, hk, dim, page = [0, 33, 5000], 2, 32, 8, 128, 16
+    batch, longest = len(lens), max(lens)
+    q = torch.randn(batch, tokens, hq, dim, dtype=q_dtype, device=DEV)
+    k8, ks = quantised(torch.randn(batch, longest, hk, dim, device=DEV), torch.float8_e4m3fn)
+    v8, vs = quantised(torch.randn(batch, longest, hk, dim, device=DEV), torch.float8_e4m3fn)
+    kp, vp, table = paged_cache(k8, v8, lens, page)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    o = flashjit.decode(q, kp, vp, page_table=table, cache_seqlens=seqlens, causal=True, k_scale=ks, v_scale=vs)
+    assert o.dtype == q_dtype
+    want, _ = reference(q, dequantised(k8, ks), dequantised(v8, vs), lens, True, None)
+    assert rel_error(o, want) < 2e-2, f"seed {seed}: {rel_error(o, want):.3e}"
+    with pytest.raises(flashjit.ConfigError, match="scales.q"):
+        flashjit.decode(q, kp, vp, page_table=table, cache_seqlens=seqlens, q_scale=torch.ones(1, device=DEV),
+                        k_scale=ks, v_scale=vs)
+
+
 def test_graph_replays_on_fresh_data(seed):
     lens = [30000]
     q = torch.randn(1, 1, 64, 128, dtype=torch.bfloat16, device=DEV)

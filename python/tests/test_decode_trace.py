@@ -123,3 +123,25 @@ def test_mla_decode_shapes_and_rope_checks():
         flashjit.mla_decode(q, meta(4, 1, 128, 64), ckv, kpe, **kw)
     with pytest.raises(flashjit.ArgumentError, match="q_rope and k_rope_cache come together"):
         flashjit.mla_decode(q, q_pe, ckv, None, **kw)
+
+
+def test_sixteen_bit_q_beside_an_fp8_cache_and_mla_prefill_chunks():
+    f8 = torch.float8_e4m3fn
+    q, _, _, kw = paged_call(tokens=2)
+    k, v = meta(100, 16, 8, 128, dtype=f8), meta(100, 16, 8, 128, dtype=f8)
+    o = flashjit.decode(q, k, v, k_scale=meta(1, dtype=torch.float32), v_scale=meta(1, dtype=torch.float32), **kw)
+    assert o.dtype == BF16 and tuple(o.shape) == (4, 2, 32, 128)
+    with pytest.raises(flashjit.ArgumentError, match="share one dtype"):
+        flashjit.decode(meta(4, 2, 32, 128, dtype=torch.float16), meta(100, 16, 8, 128), meta(100, 16, 8, 128), **kw)
+    # An fp8 latent cache beside a bf16 rope part; a prefill chunk of 300 tokens; more than 16384 refused.
+    mkw = dict(page_table=meta(4, 20, dtype=I32), cache_seqlens=meta(4, dtype=I32))
+    o = flashjit.mla_decode(meta(4, 300, 16, 512, dtype=f8), meta(4, 300, 16, 64), meta(100, 64, 1, 512, dtype=f8),
+                            meta(100, 64, 1, 64), causal=True, q_scale=meta(1, dtype=torch.float32),
+                            k_scale=meta(1, dtype=torch.float32), **mkw)
+    assert o.dtype == BF16 and tuple(o.shape) == (4, 300, 16, 512)
+    with pytest.raises(flashjit.ArgumentError, match="chunks of 0 to 16384"):
+        flashjit.mla_decode(meta(1, 16385, 16, 512), meta(1, 16385, 16, 64), meta(100, 64, 1, 512),
+                            meta(100, 64, 1, 64), page_table=meta(1, 20, dtype=I32), cache_seqlens=meta(1, dtype=I32))
+    with pytest.raises(flashjit.ArgumentError, match="rope part is bfloat16 or float16"):
+        flashjit.mla_decode(meta(4, 1, 16, 512, dtype=f8), meta(4, 1, 16, 64, dtype=f8),
+                            meta(100, 64, 1, 512, dtype=f8), meta(100, 64, 1, 64, dtype=f8), **mkw)

@@ -119,6 +119,27 @@ def test_prefill_chunk_against_the_cache_matches_fp64(seed, heads, tokens, page,
     assert (lse[finite].double() - want_lse[finite]).abs().max().item() < 1e-2, f"seed {seed}"
 
 
+def test_bf16_q_beside_an_fp8_cache_matches_fp64(seed):
+    """FlashMLA's fp8 decode: q bf16 (not quantised), the cache e4m3 with per-token scales."""
+    lens = [4000, 70]
+    batch, longest, heads = len(lens), max(lens), 64
+    ckv = torch.randn(batch, longest, 1, 512, device=DEV)
+    k_scale = ckv.abs().amax(-1).clamp(min=1e-6) / 448
+    ckv8 = (ckv / k_scale[..., None]).to(torch.float8_e4m3fn)
+    q = torch.randn(batch, 1, heads, 512, dtype=torch.bfloat16, device=DEV)
+    q_pe = torch.randn(batch, 1, heads, 64, dtype=torch.bfloat16, device=DEV)
+    kpe = torch.randn(batch, longest, 1, 64, dtype=torch.bfloat16, device=DEV)
+    ckv_pages, kpe_pages, table = paged_cache(ckv8, kpe, lens, 64)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    o = flashjit.mla_decode(q, q_pe, ckv_pages, kpe_pages, page_table=table, cache_seqlens=seqlens,
+                            k_scale=k_scale.permute(0, 2, 1).contiguous())
+    assert o.dtype == torch.bfloat16
+    ckv_deq = ckv8.double() * k_scale[..., None].double()
+    want, _ = reference(torch.cat([q, q_pe], -1), torch.cat([ckv_deq, kpe.double()], -1), ckv_deq, lens, False, None,
+                        scale=576 ** -0.5)
+    assert rel_error(o, want) < 3e-2, f"seed {seed}: {rel_error(o, want):.3e}"
+
+
 def test_fp8_cache_rope_parts_are_16_bit():
     f8 = torch.float8_e4m3fn
     q = torch.randn(1, 1, 16, 512, device=DEV).to(f8)

@@ -18,4 +18,17 @@ struct ElementTraits {
   static_assert(kBytes == 1 || kBytes == 2 || kBytes == 4, "8-, 16- or 32-bit elements");
 };
 
+// A kernel's Q element type: Traits::QElement where the config gives Q a type of its own
+// (dtype.q: a 16-bit Q beside an fp8 K/V cache), else Traits::Element.
+template <class...>
+using VoidOf = void;
+template <class T, class = void>
+struct QElementOf {
+  using type = typename T::Element;
+};
+template <class T>
+struct QElementOf<T, VoidOf<typename T::QElement>> {
+  using type = typename T::QElement;
+};
+
 }  // namespace flashjit

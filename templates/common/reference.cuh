@@ -6,6 +6,7 @@
 // head_dim.v columns of K's rows, dequantised with K's scales (T::kSharedKv).
 #pragma once
 
+#include "common/element_traits.cuh"
 #include "common/kv_policy.cuh"
 #include "common/mask.cuh"
 #include "common/params.cuh"
@@ -34,6 +35,7 @@ __device__ __forceinline__ float block_reduce(float v, float* scratch, bool is_m
 template <class T>
 __device__ void attention(const AttentionParams& p) {
   using Element = typename T::Element;
+  using QElement = typename QElementOf<T>::type;
   using RopeElement = typename T::RopeElement;
   constexpr int kNope = T::kHeadDimQK - T::kHeadDimRope;
   constexpr int kVPerThread = ceil_div(T::kHeadDimV, kThreads);
@@ -53,7 +55,7 @@ __device__ void attention(const AttentionParams& p) {
   const Scales<T> scales = Scales<T>::make(p);
   const float q_scale = scales.q.at(b, h, s.q_start, i);
   const float v_scale = T::kSharedKv ? 1.f : scales.v.at(b, hk, 0, 0);
-  const Element* q = static_cast<const Element*>(p.q.ptr) +
+  const QElement* q = static_cast<const QElement*>(p.q.ptr) +
                      SeqInfo::offset<T::kVarlen>(p.q, b, s.q_start, i, h);
   for (int d = threadIdx.x; d < kNope; d += kThreads) q_row[d] = to_float(q[d]) * q_scale;
   if constexpr (T::kHeadDimRope > 0) {

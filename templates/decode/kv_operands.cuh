@@ -127,7 +127,9 @@ struct KvOperands<E, QTile, kBN, kDQK, kDV, true> {
 // Q rows of an fp8 cache's step into the fp16 Q tile, dequantised (row scale) and in the k-slot
 // order of KvOperands::q_column: one thread per 16-column chunk, synchronous (a few rows, once).
 // row_ref(r) gives row r's pointer (null: zero-fill) and scale. The first kCols columns of the
-// tile (all of them unless a 16-bit rope part follows).
+// tile (all of them unless a 16-bit rope part follows). E is Q's stored type: fp8, or a 16-bit Q
+// beside an fp8 cache (dtype.q), converted to fp16 (bf16 values past fp16's range saturate to
+// infinity there).
 template <class Ops, class QTile, int kThreads, class E, int kCols = QTile::kColCount, class RowRef>
 __device__ __forceinline__ void load_q_fp8(u32 smem, const RowRef& row_ref, int tid) {
   static_assert(kCols % 16 == 0 && kCols <= QTile::kColCount, "whole 16-column groups of the tile");
@@ -139,11 +141,18 @@ __device__ __forceinline__ void load_q_fp8(u32 smem, const RowRef& row_ref, int 
     const E* src = row_ref(r, scale);
     u32 w[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
     if (src) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(src + 16 * c);
-      const u32 words[4] = {raw.x, raw.y, raw.z, raw.w};
       float f[16];
+      if constexpr (sizeof(E) == 1) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(src + 16 * c);
+        const u32 words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-      for (int d = 0; d < 16; ++d) f[d] = to_float(E{u8((words[d / 4] >> (8 * (d % 4))) & 0xff)}) * scale;
+        for (int d = 0; d < 16; ++d) f[d] = to_float(E{u8((words[d / 4] >> (8 * (d % 4))) & 0xff)}) * scale;
+      } else {
+        const uint4 lo = *reinterpret_cast<const uint4*>(src + 16 * c), hi = *reinterpret_cast<const uint4*>(src + 16 * c + 8);
+        const u32 words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+        for (int d = 0; d < 16; ++d) f[d] = to_float(E{u16((words[d / 2] >> (16 * (d % 2))) & 0xffff)}) * scale;
+      }
 #pragma unroll
       for (int j = 0; j < 8; ++j) w[j] = pack2<fp16_t>(f[Ops::q_column(2 * j)], f[Ops::q_column(2 * j + 1)]);
     }

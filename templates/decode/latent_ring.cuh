@@ -32,6 +32,7 @@ struct LatentRing : KeyRing<Derived, T> {
   using Base::b, Base::hk, Base::m0, Base::rows, Base::seq, Base::kv, Base::n_begin, Base::tid, Base::p, Base::smem,
       Base::smem_base, Base::token_of, Base::head_of, Base::row_slot, Base::kThreads;
   using E = typename T::Element;
+  using QE = typename QElementOf<T>::type;  // E, or a 16-bit Q beside an fp8 cache
   static constexpr bool kFp8 = ElementTraits<E>::kBytes == 1;
   static constexpr bool kKeyScales = T::kKScale == ScaleKind::kPerToken;
   static constexpr int kBM = T::kBlockM, kBN = T::kBlockN, kWarps = T::kNumWarps;
@@ -51,6 +52,7 @@ struct LatentRing : KeyRing<Derived, T> {
   static_assert(kFp8 || (T::kQScale == ScaleKind::kNone && T::kKScale == ScaleKind::kNone),
                 "quantisation scales come with fp8 caches");
   static_assert(T::kVScale == ScaleKind::kNone, "V takes K's scale");
+  static_assert(SameType<QE, E>::value || (kFp8 && sizeof(QE) == 2), "a Q type of its own beside an fp8 cache");
   static_assert(kDR % 8 == 0, "rope chunks");
   static_assert(QTile::kBytes == kR.kv_offset && KTile::kBytes == kR.kv_stage_bytes, "tile sizes agree");
 
@@ -126,7 +128,7 @@ struct LatentRing : KeyRing<Derived, T> {
   // an fp8 cache's Q nope columns, dequantised into the Q tile (kv_operands.cuh).
   struct QRows {
     const LatentRing* k;
-    __device__ __forceinline__ const E* operator()(int r, float& scale) const {
+    __device__ __forceinline__ const QE* operator()(int r, float& scale) const {
       const int packed = k->m0 + r;
       if (packed >= k->rows) {
         scale = 0.f;
@@ -134,7 +136,7 @@ struct LatentRing : KeyRing<Derived, T> {
       }
       const int tok = k->token_of(packed), head = k->head_of(packed);
       scale = k->scales.q.at(k->b, head, k->seq.q_start, tok);
-      return static_cast<const E*>(k->p.q.ptr) + SeqInfo::offset<T::kVarlen>(k->p.q, k->b, k->seq.q_start, tok, head);
+      return static_cast<const QE*>(k->p.q.ptr) + SeqInfo::offset<T::kVarlen>(k->p.q, k->b, k->seq.q_start, tok, head);
     }
   };
 
@@ -143,7 +145,7 @@ struct LatentRing : KeyRing<Derived, T> {
   template <int kBy>
   __device__ __forceinline__ void load_q_by() const {
     if constexpr (kFp8)
-      load_q_fp8<KvOperands<E, QTile, kBN, kDQK, kDV>, QTile, kBy, E, kDN>(smem_base + kR.q_offset, QRows{this}, tid);
+      load_q_fp8<KvOperands<E, QTile, kBN, kDQK, kDV>, QTile, kBy, QE, kDN>(smem_base + kR.q_offset, QRows{this}, tid);
     else
       load_q_chunks<0, kNopeChunks, E, kBy>(p.q);
     if constexpr (kRopeChunks > 0) load_q_chunks<kDN / 8, kRopeChunks, typename T::RopeElement, kBy>(p.q_rope);

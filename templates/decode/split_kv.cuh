@@ -72,6 +72,7 @@ struct SplitKvPass : KeyRing<Derived, T> {
   static constexpr int kNT = kKeys / 8, kPSteps = kKeys / 16, kDT = kDV / 8;
   static constexpr bool kFp8 = ElementTraits<E>::kBytes == 1;
   static constexpr bool kKeyScales = T::kKScale == ScaleKind::kPerToken;
+  using QE = typename QElementOf<T>::type;  // E, or a 16-bit Q beside an fp8 cache
   using QTile = SmemTile<kBM, kDQK>;
   using Ops = KvOperands<E, QTile, kBN, kDQK, kDV>;
   using CE = typename Ops::Operand;  // Q and P
@@ -88,6 +89,7 @@ struct SplitKvPass : KeyRing<Derived, T> {
   static_assert(kKeys % 16 == 0 && kKeys * kWarpsN == kBN, "each warp takes whole 16-key steps");
   static_assert(T::kHeadDimRope == 0, "decode tiles take no separate rope part");
   static_assert((sizeof(E) == 2 || kFp8) && sizeof(OE) == 2, "16-bit or fp8 Q/K/V, 16-bit O");
+  static_assert(SameType<QE, E>::value || (kFp8 && sizeof(QE) == 2), "a Q type of its own beside an fp8 cache");
   static_assert(kFp8 || (T::kQScale == ScaleKind::kNone && T::kKScale == ScaleKind::kNone &&
                          T::kVScale == ScaleKind::kNone),
                 "quantisation scales come with fp8 caches");
@@ -107,14 +109,14 @@ struct SplitKvPass : KeyRing<Derived, T> {
   // dequantisation scales.
   struct QRows {
     const SplitKvPass* k;
-    const E* base;
-    __device__ __forceinline__ const E* operator()(int r) const {
+    const QE* base;
+    __device__ __forceinline__ const QE* operator()(int r) const {
       const int packed = k->m0 + r;
       if (packed >= k->rows) return nullptr;
       return base + SeqInfo::offset<T::kVarlen>(k->p.q, k->b, k->seq.q_start, k->token_of(packed),
                                                 k->head_of(packed));
     }
-    __device__ __forceinline__ const E* operator()(int r, float& scale) const {
+    __device__ __forceinline__ const QE* operator()(int r, float& scale) const {
       const int packed = k->m0 + r;
       scale = packed < k->rows ? k->scales.q.at(k->b, k->head_of(packed), k->seq.q_start, k->token_of(packed)) : 0.f;
       return (*this)(r);
@@ -262,9 +264,9 @@ struct SplitKvPass : KeyRing<Derived, T> {
   // Q rows of this CTA (zero past the valid rows): they join the first tile's commit group, or
   // (fp8, dequantised) are stored synchronously before the barrier that precedes the first math.
   __device__ __forceinline__ void load_q() const {
-    const E* qbase = static_cast<const E*>(p.q.ptr);
+    const QE* qbase = static_cast<const QE*>(p.q.ptr);
     if constexpr (kFp8)
-      load_q_fp8<Ops, QTile, kThreads, E>(smem_base + kR.q_offset, QRows{this, qbase}, tid);
+      load_q_fp8<Ops, QTile, kThreads, QE>(smem_base + kR.q_offset, QRows{this, qbase}, tid);
     else
       gather_tile<QTile, kThreads>(smem_base + kR.q_offset, QRows{this, qbase}, qbase, tid);
   }

@@ -10,6 +10,7 @@
 #include "runtime/family_host.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <set>
 #include <string>
@@ -331,6 +332,67 @@ TEST(DecodeFamily, Fp8CachesTakeEveryScaleGranularity) {
       k.dtype.qkv = d;
       k.scales = {g, g, g};
       EXPECT_EQ(*resolve(k).tuning.family, Family::decode) << to_string(d) << " " << to_string(g);
+    }
+}
+
+// A 16-bit Q beside an fp8 cache (dtype.q, as vLLM and FlashInfer call fp8 decode): the decode
+// family reads it unquantised; the config names it only where it differs from dtype.qkv.
+TEST(DecodeFamily, SixteenBitQueriesBesideAnFp8Cache) {
+  Config c = decode_config(8, 4);
+  c.kv_layout = {true, 16};
+  c.dtype = {DType::e4m3, DType::bf16, std::nullopt, std::nullopt};
+  c.dtype.q = DType::bf16;
+  c.scales = {ScaleGranularity::none, ScaleGranularity::per_tensor, ScaleGranularity::per_tensor};
+  const Config r = resolve(c);
+  EXPECT_EQ(*r.tuning.family, Family::decode);
+  EXPECT_EQ(readable_name(r).rfind("fwd_sm90a_e4m3_d128_qbf16_obf16_none_g8_paged16_scaled_decode_q4", 0), 0u)
+      << readable_name(r);
+  const KernelSource src = generate(r);
+  EXPECT_NE(src.unit.find("using QElement = flashjit::bf16_t;"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(canonical_json(r))["dtype"]["q"], "bf16");
+  EXPECT_EQ(parse_config(to_json(r)).dtype.q, DType::bf16);  // round trip
+  // Q in dtype.qkv is the same kernel as no dtype.q; without one the source has no QElement.
+  Config same = c;
+  same.dtype.q = DType::e4m3;
+  Config none = c;
+  none.dtype.q.reset();
+  EXPECT_EQ(generate(resolve(same)).unit, generate(resolve(none)).unit);
+  EXPECT_EQ(generate(resolve(none)).unit.find("QElement ="), std::string::npos);
+  EXPECT_FALSE(nlohmann::json::parse(canonical_json(resolve(none)))["dtype"].contains("q"));
+  // Rules, each naming its field.
+  Config bad = c;
+  bad.dtype.qkv = DType::fp16;  // a 16-bit cache reads Q in its own type
+  EXPECT_EQ(issue_paths(bad), std::set<std::string>{"dtype.q"});
+  bad = c;
+  bad.dtype.q = DType::e5m2;  // another fp8 type
+  EXPECT_EQ(issue_paths(bad), std::set<std::string>{"dtype.q"});
+  bad = c;
+  bad.scales.q = ScaleGranularity::per_tensor;  // a 16-bit Q is not quantised
+  EXPECT_EQ(issue_paths(bad), std::set<std::string>{"scales.q"});
+  for (Family f : {Family::sm80, Family::sm90}) {
+    bad = c;
+    bad.tuning = Tuning{};
+    bad.tuning.family = f;
+    bad.head_dim = {128, 128, 0};
+    EXPECT_EQ(issue_paths(bad), std::set<std::string>{"dtype.q"}) << to_string(f);
+  }
+  // It compiles, without spills, for every target, with per-token K scales too (and a latent
+  // cache's mma.sync pass).
+  Config latent = c;
+  latent.head_dim = {576, 512, 64};
+  latent.dtype.rope = DType::bf16;
+  latent.group = 16;
+  latent.kv_layout = {true, 64, true};
+  latent.tuning.max_seqlen_q = 1;
+  latent.scales.v = ScaleGranularity::none;  // V takes K's scale
+  for (const char* arch : {"sm_80", "sm_90a", "sm_100a"})
+    for (Config k : {c, latent}) {
+      k.arch = arch;
+      k.dtype.scale = DType::fp32;
+      k.scales.k = ScaleGranularity::per_token;
+      const CompiledKernel kernel = compile(generate(resolve(k)));
+      EXPECT_EQ(kernel.report.spill_stores, 0) << arch << "\n" << kernel.log;
+      EXPECT_NO_THROW(compile(generate_reference(k))) << arch;
     }
 }
 

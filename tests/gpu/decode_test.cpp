@@ -39,6 +39,7 @@ struct DecodeCase {
   std::optional<DType> scale_dtype = {};  // per-token scales
   int warpgroups = -1, stages = 0;         // tuning.consumer_warpgroups (-1: auto), num_kv_stages (0: auto)
   std::optional<KvLoads> loads = {};       // tuning.kv_loads (unset: auto)
+  std::optional<DType> q_dtype = {};       // dtype.q: a 16-bit Q beside an fp8 cache
 };
 void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.label; }
 
@@ -46,6 +47,12 @@ void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.label; }
 DecodeCase pinned(DecodeCase c, int warpgroups, int stages = 0) {
   c.warpgroups = warpgroups;
   c.stages = stages;
+  return c;
+}
+
+// `c` with a 16-bit Q of type `q` beside its fp8 cache (not quantised).
+DecodeCase with_q(DecodeCase c, DType q) {
+  c.q_dtype = q;
   return c;
 }
 
@@ -60,6 +67,7 @@ Config decode_config(const DecodeCase& k) {
   c.arch = current_device().arch();
   const bool fp8 = k.dtype == DType::e4m3 || k.dtype == DType::e5m2;
   c.dtype = {k.dtype, fp8 ? DType::bf16 : k.dtype, std::nullopt, k.scale_dtype};
+  c.dtype.q = k.q_dtype;
   c.scales = {k.q_scale, k.k_scale, k.v_scale};
   c.head_dim = {k.d, k.d, 0};
   c.group = k.group;
@@ -180,6 +188,16 @@ const std::vector<DecodeCase>& decode_cases() {
        G::per_head, G::per_head, G::per_head},
       {"e4m3_d128_g8_q1_page16_seven_splits_w8_bn128", DType::e4m3, 128, 8, 1, 16, Mask::none, false, 7, 8, 128,
        G::per_tensor, G::per_head, G::per_tensor},
+      // A 16-bit Q beside an fp8 cache (dtype.q), unquantised.
+      with_q({"e4m3_d128_g8_q4_page16_causal_bf16_q_per_tensor", DType::e4m3, 128, 8, 4, 16, Mask::causal, false, 0, 0,
+              0, G::none, G::per_tensor, G::per_tensor},
+             DType::bf16),
+      with_q({"e4m3_d128_g4_q1_page64_fp16_q_per_token_k", DType::e4m3, 128, 4, 1, 64, Mask::none, false, 0, 0, 0,
+              G::none, G::per_token, G::per_head, DType::fp32},
+             DType::fp16),
+      with_q({"e5m2_d64_g1_q2_contiguous_causal_varlen_bf16_q_unscaled", DType::e5m2, 64, 1, 2, 0, Mask::causal, true,
+              0},
+             DType::bf16),
       // K/V loads: auto takes TMA boxes on sm_90a for fp8 caches where a tile holds whole pages
       // of 8 rows or more, lies inside one, or reads a contiguous cache (the fp8 cases above),
       // cp.async gathers otherwise; these pin TMA for 16-bit caches (paged, contiguous ragged,
@@ -249,8 +267,15 @@ struct LatentCase {
   ScaleGranularity q_scale = ScaleGranularity::none, k_scale = ScaleGranularity::none;
   std::optional<DType> scale_dtype = {};
   DType rope_dtype = DType::bf16;
+  std::optional<DType> q_dtype = {};  // dtype.q: a 16-bit Q beside an fp8 cache
 };
 void PrintTo(const LatentCase& c, std::ostream* os) { *os << c.label; }
+
+// `c` with a 16-bit Q of type `q` beside its fp8 cache.
+LatentCase with_q(LatentCase c, DType q) {
+  c.q_dtype = q;
+  return c;
+}
 
 // `c` on an fp8 cache with these scales and a 16-bit rope part.
 LatentCase fp8_latent(LatentCase c, ScaleGranularity q, ScaleGranularity k, std::optional<DType> scale_dtype = {},
@@ -274,6 +299,7 @@ Config latent_config(const LatentCase& k) {
   if (k.dtype == DType::e4m3 || k.dtype == DType::e5m2) {
     c.dtype = {k.dtype, DType::bf16, k.rope ? std::optional<DType>(k.rope_dtype) : std::nullopt, k.scale_dtype};
     c.scales = {k.q_scale, k.k_scale, ScaleGranularity::none};
+    c.dtype.q = k.q_dtype;
   }
   if (k.bm) c.tuning.BM = k.bm;
   if (k.warps) c.tuning.num_warps = k.warps;
@@ -360,6 +386,14 @@ const std::vector<LatentCase>& latent_cases() {
       fp8_latent({"mla_e4m3_g16_q2_contiguous_varlen_per_token_bm32_w8", DType::e4m3, 576, 512, 64, 16, 2, 0,
                   Mask::causal, true, 0, 1, 32, 8},
                  G::per_token, G::per_token, DType::fp32),
+      with_q(fp8_latent({"mla_e4m3_bf16_q_g16_q1_page64_per_token", DType::e4m3, 576, 512, 64, 16, 1, 64, Mask::none,
+                         false, 0},
+                        G::none, G::per_token, DType::fp32),
+             DType::bf16),
+      with_q(fp8_latent({"mla_e4m3_bf16_q_g128_q2_page16_causal_per_tensor", DType::e4m3, 576, 512, 64, 128, 2, 16,
+                         Mask::causal, false, 0},
+                        G::none, G::per_tensor),
+             DType::bf16),
       // Prefill chunks against the cache (absorbed MLA): tens to a hundred causal tokens per
       // sequence, on each pass (the seesaw pass by default on sm_90a at pages of 16 and 64).
       {"mla_prefill_bf16_g16_q100_page64_causal", DType::bf16, 576, 512, 64, 16, 100, 64, Mask::causal, false, 0},
