@@ -61,6 +61,13 @@ const char* to_string(KvLoads l) {
   }
   return "?";
 }
+const char* to_string(ScaleLayout l) {
+  switch (l) {
+    case ScaleLayout::positions: return "positions";
+    case ScaleLayout::cache: return "cache";
+  }
+  return "?";
+}
 int dtype_bytes(DType d) { return element_type(d).bytes; }
 
 // ---- errors -----------------------------------------------------------------------------------
@@ -103,6 +110,7 @@ const EnumName<ScaleGranularity> kScales[] = {{ScaleGranularity::none, "none"},
                                               {ScaleGranularity::per_tensor, "per_tensor"},
                                               {ScaleGranularity::per_head, "per_head"},
                                               {ScaleGranularity::per_token, "per_token"}};
+const EnumName<ScaleLayout> kScaleLayouts[] = {{ScaleLayout::positions, "positions"}, {ScaleLayout::cache, "cache"}};
 const EnumName<Family> kFamilies[] = {{Family::automatic, "auto"}, {Family::sm80, "sm80"},
                                       {Family::sm90, "sm90"}, {Family::sm100, "sm100"},
                                       {Family::decode, "decode"}};
@@ -294,6 +302,7 @@ Config parse_config(const json& j) {
     sr.read_enum("q", kScales, c.scales.q);
     sr.read_enum("k", kScales, c.scales.k);
     sr.read_enum("v", kScales, c.scales.v);
+    sr.read_enum("k_layout", kScaleLayouts, c.scales.k_layout);
     sr.check_unknown();
   }
   if (const json* o = r.object("outputs")) {
@@ -373,6 +382,8 @@ json to_json(const Config& c) {
                 {"rope", opt_enum(c.dtype.rope)},
                 {"scale", opt_enum(c.dtype.scale)}};
   if (c.dtype.q) dtype["q"] = to_string(*c.dtype.q);  // only where set: other configs keep their keys
+  json scales = {{"q", to_string(c.scales.q)}, {"k", to_string(c.scales.k)}, {"v", to_string(c.scales.v)}};
+  if (c.scales.k_layout != ScaleLayout::positions) scales["k_layout"] = to_string(c.scales.k_layout);
   return json{
       {"schema", kConfigSchema},
       {"arch", c.arch},
@@ -382,8 +393,7 @@ json to_json(const Config& c) {
       {"mask", to_string(c.mask)},
       {"kv_layout", kv_layout},
       {"varlen", c.varlen},
-      {"scales",
-       {{"q", to_string(c.scales.q)}, {"k", to_string(c.scales.k)}, {"v", to_string(c.scales.v)}}},
+      {"scales", scales},
       {"outputs", {{"lse", c.lse}}},
       {"tuning", t},
   };
@@ -393,7 +403,7 @@ std::size_t ConfigHash::operator()(const Config& c) const {
   std::size_t h = std::hash<std::string>()(c.arch);
   auto mix = [&h](long long v) { h ^= std::hash<long long>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
   const Tuning& t = c.tuning;
-  for (long long v : {(long long)c.dtype.qkv, (long long)c.dtype.out, (long long)c.dtype.q.value_or(c.dtype.qkv),
+  for (long long v : {(long long)c.dtype.qkv, (long long)c.dtype.out, (long long)c.dtype.q.value_or(c.dtype.qkv), (long long)c.scales.k_layout,
                       (long long)c.head_dim.qk,
                       (long long)c.head_dim.v, (long long)c.head_dim.rope, (long long)c.group,
                       (long long)c.mask, (long long)c.varlen, (long long)c.lse,

@@ -18,6 +18,10 @@ inline constexpr const char* kConfigSchema = "flashjit.attention.v1";
 enum class DType { bf16, fp16, e4m3, e5m2, fp32 };
 enum class Mask { none, causal, sliding_window };
 enum class ScaleGranularity { none, per_tensor, per_head, per_token };
+// Where per-token K scales lie: by each key's position in its sequence ([batch, heads_k,
+// positions]), or like the cache's rows ([num_pages, page_size, heads_k] paged, [batch, seqlen_k,
+// heads_k] or ragged [total_k, heads_k] contiguous), as engines keep them beside their pages.
+enum class ScaleLayout { positions, cache };
 enum class Family { automatic, sm80, sm90, sm100, decode };
 enum class Scheduler { automatic, transient, persistent, dynamic };
 // How the decode family brings K/V tiles into shared memory: 16-byte cp.async gathers (any page
@@ -30,6 +34,7 @@ const char* to_string(ScaleGranularity);
 const char* to_string(Family);
 const char* to_string(Scheduler);
 const char* to_string(KvLoads);
+const char* to_string(ScaleLayout);
 int dtype_bytes(DType);
 
 struct DTypes {
@@ -61,6 +66,7 @@ struct Scales {
   ScaleGranularity q = ScaleGranularity::none;
   ScaleGranularity k = ScaleGranularity::none;
   ScaleGranularity v = ScaleGranularity::none;
+  ScaleLayout k_layout = ScaleLayout::positions;  // per-token K scales' layout
   bool any() const {
     return q != ScaleGranularity::none || k != ScaleGranularity::none ||
            v != ScaleGranularity::none;

@@ -59,6 +59,8 @@ std::string traits_struct(const Config& r, const Constants& extra) {
       {"kKScale", scale_kind(r.scales.k)},
       {"kVScale", scale_kind(r.scales.v)},
   };
+  // Per-token K scales laid out like the cache's rows (only where so: other sources unchanged).
+  if (r.scales.k_layout == ScaleLayout::cache) c.push_back({"kKScaleInCache", b(true)});
   c.insert(c.end(), extra.begin(), extra.end());
   std::string s = "namespace flashjit::generated {\nstruct Traits {\n";
   s += "  using Element = " + device_type(r.dtype.qkv) + ";\n";

@@ -42,6 +42,8 @@ void check_common(const Config& c, std::vector<ConfigIssue>& out) {
   else if (h.rope > 0 && h.rope >= h.qk)
     bad("head_dim.rope", num(h.rope), "rope columns are part of head_dim.qk, so rope < qk (qk = " +
         num(h.qk) + ")");
+  if (c.scales.k_layout == ScaleLayout::cache && c.scales.k != ScaleGranularity::per_token)
+    bad("scales.k_layout", quoted("cache"), "lays out per-token K scales: set only with scales.k per_token");
   if (d.q && *d.q != d.qkv) {
     if (!is_fp8(d.qkv))
       bad("dtype.q", quoted(to_string(*d.q)),

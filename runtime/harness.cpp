@@ -259,6 +259,11 @@ std::vector<int64_t> DeviceProblem::scale_shape(char which) const {
     case ScaleGranularity::per_head: return {heads};
     case ScaleGranularity::per_token: break;
   }
+  if (!is_q && config_.scales.k_layout == ScaleLayout::cache) {  // like the cache's rows
+    if (config_.kv_layout.paged) return {num_pages_, config_.kv_layout.page_size, heads};
+    if (config_.varlen) return {rows_k_, heads};
+    return {shape_.batch, shape_.seqlen_k, heads};
+  }
   if (packed_scales(which)) return {heads, is_q ? rows_q_ : rows_k_};
   return {shape_.batch, heads, is_q ? shape_.seqlen_q : shape_.seqlen_k};
 }
@@ -289,7 +294,19 @@ void DeviceProblem::upload_scales(char which, const std::vector<float>& per_row)
   size_t n = 1;
   for (int64_t v : shape) n *= size_t(v);
   std::vector<float> values(n, 0.f);
-  if (granularity(which) == ScaleGranularity::per_token) {
+  if (granularity(which) == ScaleGranularity::per_token && !is_q && config_.scales.k_layout == ScaleLayout::cache) {
+    // At each key row's place in the cache's layout: [pages, page_size, heads] (a one-column
+    // tensor of the paged cache), [batch, seqlen_k, heads], or ragged [total_k, heads].
+    for (int r = 0; r < rows; ++r) {
+      const auto [b, pos] = row_position(false, r);
+      for (int h = 0; h < heads; ++h) {
+        const size_t i = config_.kv_layout.paged ? device_index(false, r, heads, 1, h, 0)
+                         : config_.varlen        ? size_t(r) * heads + h
+                                                 : (size_t(b) * shape_.seqlen_k + pos) * heads + h;
+        values[i] = per_row[size_t(r) * heads + h];
+      }
+    }
+  } else if (granularity(which) == ScaleGranularity::per_token) {
     const bool packed = packed_scales(which);
     const int per_seq = is_q ? shape_.seqlen_q : shape_.seqlen_k;
     for (int r = 0; r < rows; ++r) {

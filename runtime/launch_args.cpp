@@ -178,8 +178,19 @@ AttentionParams common_params(const Config& c, const LaunchInfo& launch, const A
   p.k_scale = a.k_scale.data;
   p.v_scale = a.v_scale.data;
   fill_scale_strides(a.q_scale, ragged, a.heads_q, a.seqlen_q, a.total_q, p.q_scale_strides);
-  // Per-token K scales are indexed by the key's position in its sequence, paged or not.
-  fill_scale_strides(a.k_scale, ragged && !paged, a.heads_k, a.seqlen_k, a.total_k, p.k_scale_strides);
+  if (c.scales.k_layout != ScaleLayout::cache && a.k_scale.row_stride >= 0)
+    fail("args.k_scale.row_stride is set, but the config's per-token K scales are by position (scales.k_layout "
+         "\"positions\"); a row stride goes with \"cache\"");
+  if (c.scales.k_layout == ScaleLayout::cache) {
+    // Like the cache's rows: [pages or batch, rows, heads_k], contiguous unless strides are given.
+    const int64_t rows = paged ? c.kv_layout.page_size : ragged ? 0 : a.seqlen_k;
+    p.k_scale_strides[1] = a.k_scale.head_stride >= 0 ? a.k_scale.head_stride : 1;
+    p.k_scale_row_stride = a.k_scale.row_stride >= 0 ? a.k_scale.row_stride : a.heads_k;
+    p.k_scale_strides[0] = a.k_scale.batch_stride >= 0 ? a.k_scale.batch_stride : rows * a.heads_k;
+  } else {
+    // Per-token K scales are indexed by the key's position in its sequence, paged or not.
+    fill_scale_strides(a.k_scale, ragged && !paged, a.heads_k, a.seqlen_k, a.total_k, p.k_scale_strides);
+  }
   return p;
 }
 

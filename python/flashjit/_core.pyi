@@ -127,6 +127,7 @@ class LaunchPlan:
         num_splits: int = 0,
         q_scale_strides: Optional[tuple[int, int]] = None,
         k_scale_strides: Optional[tuple[int, int]] = None,
+        k_scale_row_stride: Optional[int] = None,
     ) -> None: ...
     @property
     def kernel(self) -> LoadedKernel: ...

@@ -160,15 +160,33 @@ def _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_
     return lay
 
 
-def _scales(lay: _Layout, q_scale, k_scale, v_scale, device):
-    """The config's scales, dtype.scale and the per-token scales' strides. Per-token Q scales
-    follow q ([batch, heads_q, seqlen_q], ragged [heads_q, total_q]); per-token K scales are
-    indexed by each key's position in its sequence: [batch, heads_k, positions], positions
-    covering every sequence's cached keys (the kernel reads positions below each cache length)."""
+def _scales(lay: _Layout, q_scale, k_scale, v_scale, device, k_layout="positions", k=None):
+    """The config's scales, dtype.scale, the per-token scales' strides and (k_layout "cache") the
+    K scales' row stride. Per-token Q scales follow q ([batch, heads_q, seqlen_q], ragged
+    [heads_q, total_q]); per-token K scales are indexed by each key's position in its sequence:
+    [batch, heads_k, positions], positions covering every sequence's cached keys (the kernel
+    reads positions below each cache length), or with k_layout "cache" lie like the cache's rows:
+    k_cache.shape[:3] ([num_pages, page_size, heads_k] or [batch, seqlen_k, heads_k])."""
+    if k_layout not in ("positions", "cache"):
+        _fail(f"k_scale_layout = {k_layout!r}: 'positions' or 'cache'")
     q_shape = (lay.heads_q, lay.total_q) if lay.varlen else (lay.batch, lay.heads_q, lay.seqlen_q)
-    positions = k_scale.shape[-1] if k_scale is not None and k_scale.dim() == 3 else lay.seqlen_k
-    return _scales_of_shapes((q_scale, k_scale, v_scale), (lay.heads_q, lay.heads_k),
-                             (q_shape, (lay.batch, lay.heads_k, positions)), (lay.varlen, False), device, fail=_fail)
+    if k_layout == "positions":
+        positions = k_scale.shape[-1] if k_scale is not None and k_scale.dim() == 3 else lay.seqlen_k
+        return _scales_of_shapes((q_scale, k_scale, v_scale), (lay.heads_q, lay.heads_k),
+                                 (q_shape, (lay.batch, lay.heads_k, positions)), (lay.varlen, False), device,
+                                 fail=_fail) + (None,)
+    rows = tuple(k.shape[:3])
+    if k_scale is None or tuple(k_scale.shape) != rows or k_scale.dtype not in (_FLOAT32, torch.bfloat16) \
+            or k_scale.device != device:
+        _fail(f"k_scale_layout 'cache' takes per-token k_scale shaped like the cache's rows {rows}, float32 or "
+              f"bfloat16, on {device} (got {None if k_scale is None else (tuple(k_scale.shape), k_scale.dtype)})")
+    names, dtype, q_strides, _ = _scales_of_shapes((q_scale, None, v_scale), (lay.heads_q, lay.heads_k),
+                                                   (q_shape, ()), (lay.varlen, False), device, fail=_fail)
+    k_dtype = "fp32" if k_scale.dtype == _FLOAT32 else "bf16"
+    if dtype and dtype != k_dtype:
+        _fail(f"per-token q_scale and k_scale must share one dtype (got {q_scale.dtype} and {k_scale.dtype})")
+    names = {**names, "k": "per_token", "k_layout": "cache"}
+    return names, k_dtype, q_strides, (k_scale.stride(0), k_scale.stride(2)), k_scale.stride(1)
 
 
 def _out_dtype(dtype):
@@ -233,7 +251,7 @@ class _Plan:
 
 def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q, max_seqlen_q,
                max_seqlen_k, num_splits, return_lse, out, config_key, q_scale, k_scale, v_scale, q_rope=None,
-               k_rope=None, shared_kv=False) -> _Plan:
+               k_rope=None, shared_kv=False, k_scale_layout="positions") -> _Plan:
     if not (q.is_cuda and k.is_cuda and v.is_cuda):
         _fail(f"q, k_cache and v_cache must be CUDA tensors (got {q.device}, {k.device}, {v.device})")
     lay = _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_seqlen_k,
@@ -251,7 +269,7 @@ def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale
             _fail(f"out must be contiguous; its strides are {tuple(out.stride())}")
         plan.o_dtype = out.dtype
     plan.lse_shape = lay.lse_shape if return_lse else None
-    scales = _scales(lay, q_scale, k_scale, v_scale, q.device)
+    scales = _scales(lay, q_scale, k_scale, v_scale, q.device, k_scale_layout, k)
     problem = _problem(lay, k.dtype, plan.o_dtype, mask, return_lse, scales, rope_dim, shared_kv,
                        None if q_rope is None else q_rope.dtype, q.dtype)
     pinned = _pinned(config_key)
@@ -269,7 +287,7 @@ def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale
         batch=lay.batch, seqlen_q=lay.seqlen_q, seqlen_k=lay.seqlen_k, heads_q=hq, heads_k=lay.heads_k,
         total_q=lay.total_q, total_k=0, softmax_scale=float(softmax_scale or 0.0), window_left=left,
         window_right=right, num_pages=lay.num_pages, max_pages=lay.max_pages, page_table_stride=lay.page_stride,
-        num_splits=int(num_splits), q_scale_strides=scales[2], k_scale_strides=scales[3])
+        num_splits=int(num_splits), q_scale_strides=scales[2], k_scale_strides=scales[3], k_scale_row_stride=scales[4])
     # The splits' scratch depends on the signature only: sized once, with this call's tensors.
     o_probe = _empty(plan.o_shape, dtype=plan.o_dtype, device=plan.device) if out is None else out
     plan.workspace = plan.launch.workspace_bytes(
@@ -306,17 +324,17 @@ def _run(plan: _Plan, q, k, v, cache_seqlens, page_table, cu_seqlens_q, out, ret
 
 def _decode(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q, max_seqlen_q,
             max_seqlen_k, num_splits, return_lse, out, config_key, q_scale=None, k_scale=None, v_scale=None,
-            q_rope=None, k_rope=None, shared_kv=False):
+            q_rope=None, k_rope=None, shared_kv=False, k_scale_layout="positions"):
     key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype, q.get_device(),
            _signature(cache_seqlens), _signature(page_table), _signature(cu_seqlens_q), causal, window,
            softmax_scale, max_seqlen_q, max_seqlen_k, num_splits, return_lse, _signature(out), config_key,
            _signature(q_scale), _signature(k_scale), _signature(v_scale), _signature(q_rope), _signature(k_rope),
-           shared_kv)
+           shared_kv, k_scale_layout)
     plan = _plans.get(key)
     if plan is None:
         plan = _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q,
                           max_seqlen_q, max_seqlen_k, num_splits, return_lse, out, config_key, q_scale, k_scale,
-                          v_scale, q_rope, k_rope, shared_kv)
+                          v_scale, q_rope, k_rope, shared_kv, k_scale_layout)
         if len(_plans) >= _MAX_PLANS:
             _plans.clear()
         _plans[key] = plan
@@ -349,26 +367,28 @@ def _decode_op(
     q_rope: Optional[torch.Tensor] = None,
     k_rope: Optional[torch.Tensor] = None,
     shared_kv: bool = False,
+    k_scale_layout: str = "positions",
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """flashjit.decode (and mla_decode: shared_kv, v_cache a view of k_cache's first columns) as an
     operator: (out, lse), lse empty unless return_lse; -1 for an absent length or window side,
     0.0 for the default scale, 0 splits for the kernel's choice."""
     result = _decode(q, k_cache, v_cache, cache_seqlens, page_table, causal, (window_left, window_right),
                      softmax_scale or None, cu_seqlens_q, _length(max_seqlen_q), _length(max_seqlen_k), num_splits,
-                     return_lse, None, _config_key(config), q_scale, k_scale, v_scale, q_rope, k_rope, shared_kv)
+                     return_lse, None, _config_key(config), q_scale, k_scale, v_scale, q_rope, k_rope, shared_kv,
+                     k_scale_layout)
     return result if return_lse else (result, result.new_empty((0,), dtype=_FLOAT32))
 
 
 def _decode_fake(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_seqlen_k, causal,
                  window_left, window_right, softmax_scale, num_splits, return_lse, config, q_scale=None,
-                 k_scale=None, v_scale=None, q_rope=None, k_rope=None, shared_kv=False):
+                 k_scale=None, v_scale=None, q_rope=None, k_rope=None, shared_kv=False, k_scale_layout="positions"):
     if q.device.type not in ("cuda", "meta"):
         _fail(f"q, k_cache and v_cache must be CUDA tensors (got {q.device})")
     lay = _layout(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q,
                   _length(max_seqlen_q), _length(max_seqlen_k), _MAX_LATENT_TOKENS if shared_kv else _MAX_TOKENS)
     _rope_layout(lay, q, q_rope, k_cache, k_rope)
     _mask(causal, (window_left, window_right))
-    _scales(lay, q_scale, k_scale, v_scale, q.device)
+    _scales(lay, q_scale, k_scale, v_scale, q.device, k_scale_layout, k_cache)
     o = q.new_empty(lay.o_shape, dtype=_out_dtype(q.dtype))
     lse = q.new_empty(lay.lse_shape if return_lse else (0,), dtype=_FLOAT32)
     return o, lse
@@ -400,6 +420,7 @@ def decode(
     q_scale: Optional[torch.Tensor] = None,
     k_scale: Optional[torch.Tensor] = None,
     v_scale: Optional[torch.Tensor] = None,
+    k_scale_layout: str = "positions",
 ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Attention of a decode step against a KV cache, on torch's current CUDA stream.
 
@@ -409,8 +430,8 @@ def decode(
             packed rows of ragged steps (with ``cu_seqlens_q`` and a paged cache). bfloat16 or
             float16, or float8_e4m3fn / float8_e5m2 (an fp8 cache; q quantised the same way, with
             q_scale), or bfloat16 / float16 beside an fp8 cache (not quantised: no q_scale).
-        k_cache, v_cache: the cache, in q's dtype (or fp8 beside a 16-bit q): ``[batch, seqlen_k, heads_k, dim]`` (any
-            strides with a contiguous last axis), or with ``page_table`` paged ``[num_pages,
+        k_cache, v_cache: the cache, in q's dtype (or fp8 beside a 16-bit q):
+            ``[batch, seqlen_k, heads_k, dim]`` (any strides with a contiguous last axis), or with ``page_table`` paged ``[num_pages,
             page_size, heads_k, dim]`` (page sizes are powers of two up to 256); ``heads_q`` a
             multiple of ``heads_k``.
         cache_seqlens: int32 ``[batch]`` on the GPU: each sequence's cached keys (required with
@@ -435,8 +456,11 @@ def decode(
             q's heads for q_scale, the KV heads for k/v), or per token float32 / bfloat16
             ``[batch, heads_q, seqlen_q]`` (ragged ``[heads_q, total_q]``) for q_scale and
             ``[batch, heads_k, positions]`` (each key's position in its sequence, paged or not;
-            positions covering every sequence's cached keys) for k_scale. v_scale is per tensor or per head. fp8 outputs are bfloat16 unless
-            ``out`` is float16.
+            positions covering every sequence's cached keys) for k_scale. v_scale is per tensor or
+            per head. fp8 outputs are bfloat16 unless ``out`` is float16.
+        k_scale_layout: ``"positions"`` (above), or ``"cache"``: per-token k_scale lies like the
+            cache's rows, ``k_cache.shape[:3]`` (``[num_pages, page_size, heads_k]`` paged, as
+            engines keep scales beside their pages, or ``[batch, seqlen_k, heads_k]``), any strides.
 
     Returns:
         ``out`` ``[batch, seqlen_q, heads_q, dim_v]`` (or ``[total_q, heads_q, dim_v]``), or
@@ -446,12 +470,13 @@ def decode(
     call can be captured in a CUDA graph. Forward only.
     """
     return _call(q, k_cache, v_cache, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q,
-                 max_seqlen_q, max_seqlen_k, num_splits, return_lse, out, config, q_scale, k_scale, v_scale)
+                 max_seqlen_q, max_seqlen_k, num_splits, return_lse, out, config, q_scale, k_scale, v_scale,
+                 k_scale_layout=k_scale_layout)
 
 
 def _call(q, k_cache, v_cache, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q, max_seqlen_q,
           max_seqlen_k, num_splits, return_lse, out, config, q_scale=None, k_scale=None, v_scale=None, q_rope=None,
-          k_rope=None, shared_kv=False):
+          k_rope=None, shared_kv=False, k_scale_layout="positions"):
     """The direct path, or the custom op (torch.compile, autograd, tensor subclasses, meta)."""
     tensors = tuple(t for t in (q, k_cache, v_cache, q_rope, k_rope) if t is not None)
     if (any(type(t) is not torch.Tensor for t in tensors) or not q.is_cuda or _is_compiling()
@@ -464,7 +489,7 @@ def _call(q, k_cache, v_cache, cache_seqlens, page_table, causal, window, softma
             -1 if max_seqlen_q is None else max_seqlen_q, -1 if max_seqlen_k is None else max_seqlen_k, causal,
             left, right, 0.0 if softmax_scale is None else float(softmax_scale), int(num_splits), return_lse,
             config if config is None or isinstance(config, str) else _config_text(config), q_scale, k_scale,
-            v_scale, q_rope, k_rope, shared_kv)
+            v_scale, q_rope, k_rope, shared_kv, k_scale_layout)
         if out is not None:
             out.copy_(o)
             o = out
@@ -474,7 +499,7 @@ def _call(q, k_cache, v_cache, cache_seqlens, page_table, causal, window, softma
     return _decode(q, k_cache, v_cache, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q,
                    max_seqlen_q, max_seqlen_k, num_splits, return_lse, out,
                    None if config is None else _config_key(config), q_scale, k_scale, v_scale, q_rope, k_rope,
-                   shared_kv)
+                   shared_kv, k_scale_layout)
 
 
 def mla_decode(
@@ -498,6 +523,7 @@ def mla_decode(
     config: Union[Config, Mapping[str, Any], str, "os.PathLike[str]", None] = None,
     q_scale: Optional[torch.Tensor] = None,
     k_scale: Optional[torch.Tensor] = None,
+    k_scale_layout: str = "positions",
 ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Attention of a decode step against a shared K/V latent cache (MLA, absorbed form): the
     keys are ``[kv_cache | k_rope_cache]`` rows and the values the first ``head_dim_v`` columns
@@ -518,8 +544,9 @@ def mla_decode(
             absorbed form against the cache; with ``causal=True`` token t of a chunk of T sees
             the keys up to ``cache_seqlens - T + t``, the chunk's own keys already in the cache).
         q_scale, k_scale: an fp8 cache's dequantisation scales, as :func:`flashjit.decode`'s
-            (k_scale per tensor, per head or per token ``[batch, heads_k, positions]``); the
-            values take K's scales, and the rope parts are not scaled.
+            (k_scale per tensor, per head or per token ``[batch, heads_k, positions]``, or with
+            ``k_scale_layout="cache"`` like kv_cache's rows, ``kv_cache.shape[:3]``); the values
+            take K's scales, and the rope parts are not scaled.
         The rest as :func:`flashjit.decode`; the output is ``[..., heads_q, head_dim_v]`` and
         ``softmax_scale`` defaults to 1/sqrt(d + d_rope).
     """
@@ -528,4 +555,4 @@ def mla_decode(
         _fail(f"head_dim_v = {dv}: the values are the first columns of kv_cache's {kv_cache.shape[-1]}")
     return _call(q, kv_cache, kv_cache[..., :dv], cache_seqlens, page_table, causal, window, softmax_scale,
                  cu_seqlens_q, max_seqlen_q, max_seqlen_k, num_splits, return_lse, out, config, q_scale, k_scale,
-                 None, q_rope=q_rope, k_rope=k_rope_cache, shared_kv=True)
+                 None, q_rope=q_rope, k_rope=k_rope_cache, shared_kv=True, k_scale_layout=k_scale_layout)

@@ -88,7 +88,8 @@ void register_launch(nb::module_& m) {
              std::optional<std::array<int64_t, 2>> lse, int batch, int seqlen_q, int seqlen_k, int heads_q,
              int heads_k, int total_q, int total_k, float softmax_scale, int window_left, int window_right,
              int num_pages, int max_pages, int64_t page_table_stride, int num_splits,
-             std::optional<std::array<int64_t, 2>> q_scale_strides, std::optional<std::array<int64_t, 2>> k_scale_strides) {
+             std::optional<std::array<int64_t, 2>> q_scale_strides, std::optional<std::array<int64_t, 2>> k_scale_strides,
+             std::optional<int64_t> k_scale_row_stride) {
             AttentionArgs a;
             a.q = strided(q);
             a.k = strided(k);
@@ -122,6 +123,7 @@ void register_launch(nb::module_& m) {
               a.k_scale.batch_stride = (*k_scale_strides)[0];
               a.k_scale.head_stride = (*k_scale_strides)[1];
             }
+            if (k_scale_row_stride) a.k_scale.row_stride = *k_scale_row_stride;
             new (self) LaunchPlan{kernel, a};
           },
           nb::arg("kernel"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("o"), nb::arg("q_rope").none(),
@@ -130,11 +132,12 @@ void register_launch(nb::module_& m) {
           nb::arg("total_k") = 0, nb::arg("softmax_scale") = 0.f, nb::arg("window_left") = -1,
           nb::arg("window_right") = -1, nb::arg("num_pages") = 0, nb::arg("max_pages") = 0,
           nb::arg("page_table_stride") = -1, nb::arg("num_splits") = 0, nb::arg("q_scale_strides").none() = nb::none(),
-          nb::arg("k_scale_strides").none() = nb::none(),
+          nb::arg("k_scale_strides").none() = nb::none(), nb::arg("k_scale_row_stride").none() = nb::none(),
           "Tensors are (batch, row, head) element strides (ragged tensors: batch ignored; paged caches: "
           "(page, row, head)); lse is (batch, head) strides or None; softmax_scale 0 selects "
           "1/sqrt(head_dim.qk); num_splits 0 lets a decode kernel choose; *_scale_strides are per-token "
-          "scales' (batch, head) strides.")
+          "scales' (batch, head) strides; k_scale_row_stride the row stride of per-token K scales laid out like "
+          "the cache (scales.k_layout \"cache\": (page, row, head) strides).")
       .def_prop_ro("kernel", [](const LaunchPlan& p) { return p.kernel; })
       .def("launch", &LaunchPlan::launch, nb::arg("stream"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
            nb::arg("o"), nb::arg("q_rope"), nb::arg("k_rope"), nb::arg("lse"), nb::arg("cu_seqlens_q"),

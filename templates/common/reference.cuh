@@ -90,7 +90,7 @@ __device__ void attention(const AttentionParams& p) {
         const Element* kr = k + k_off[threadIdx.x];
         float dot = 0.f;
         for (int d = 0; d < kNope; ++d) dot += q_row[d] * to_float(kr[d]);
-        const float k_scale = scales.k.at(b, hk, s.k_start, j);
+        const float k_scale = scales.key(kv, b, hk, s.k_start, j);
         dot *= k_scale;  // the nope part is quantised; rope is not
         if (T::kSharedKv) key_v_scale = k_scale;
         if constexpr (T::kHeadDimRope > 0) {

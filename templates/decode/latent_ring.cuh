@@ -70,7 +70,7 @@ struct LatentRing : KeyRing<Derived, T> {
   // rows when the rope columns are part of them); per-token K scales go beside the offsets.
   __device__ __forceinline__ const TensorArg& second_tensor() const { return kDR > 0 ? p.k_rope : p.k; }
   __device__ __forceinline__ void row_written(int n, int r, int j) const {
-    if constexpr (kKeyScales) key_scale_slot(n)[r] = j < kv.seqlen_k ? scales.k.at(b, hk, seq.k_start, j) : 0.f;
+    if constexpr (kKeyScales) key_scale_slot(n)[r] = j < kv.seqlen_k ? scales.key(kv, b, hk, seq.k_start, j) : 0.f;
   }
   // Chunks [first, first + kCount) of every row of a tile from `base` plus each row's offset
   // (elements of Src: a chunk is 16 bytes of them).

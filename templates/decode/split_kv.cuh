@@ -132,7 +132,7 @@ struct SplitKvPass : KeyRing<Derived, T> {
   // go beside the row offsets.
   __device__ __forceinline__ const TensorArg& second_tensor() const { return p.v; }
   __device__ __forceinline__ void row_written(int n, int r, int j) const {
-    if constexpr (kKeyScales) key_scale_slot(n)[r] = j < kv.seqlen_k ? scales.k.at(b, hk, seq.k_start, j) : 0.f;
+    if constexpr (kKeyScales) key_scale_slot(n)[r] = j < kv.seqlen_k ? scales.key(kv, b, hk, seq.k_start, j) : 0.f;
   }
   __device__ __forceinline__ void tile_arrived(int) const {}
   // After the last tile's math was issued (the wgmma pass waits for it here).

@@ -140,7 +140,7 @@ struct Forward {
     __device__ __forceinline__ RowRef<X> operator()(int r) const {
       const int j = row0 + r;
       if (j >= f->seq.seqlen_k) return {nullptr, 0.f};
-      const float scale = kScale == 1 ? f->scales.k.at(f->b, f->b_kv_head, f->seq.k_start, j)
+      const float scale = kScale == 1 ? f->scales.key(f->kv, f->b, f->b_kv_head, f->seq.k_start, j)
                           : kScale == 2 ? f->scales.v.at(f->b, f->b_kv_head, 0, 0)
                                         : 1.f;
       if constexpr (T::kPaged) {

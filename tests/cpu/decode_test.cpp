@@ -564,6 +564,63 @@ TEST(DecodePlan, BadArgumentsAreNamed) {
 
 // Every tile the family picks by itself compiles without spills, paged or not, on the targets
 // the CI builds for.
+// Per-token K scales laid out like the cache's rows (scales.k_layout "cache": [num_pages,
+// page_size, heads_k] paged, as engines keep them beside their pages): the rule, the kernel's
+// trait, the default strides and given ones, and compiles for the decode and sm80 families.
+TEST(DecodePlan, PerTokenKeyScalesLaidOutLikeTheCache) {
+  Config c = decode_config(4, 1);
+  c.kv_layout = {true, 16};
+  c.dtype = {DType::e4m3, DType::bf16, std::nullopt, DType::fp32};
+  c.scales = {ScaleGranularity::none, ScaleGranularity::per_token, ScaleGranularity::per_tensor};
+  c.scales.k_layout = ScaleLayout::cache;
+  Planned p = planned(c, 2, 1, 1000, 8);
+  EXPECT_NE(p.source.unit.find("kKScaleInCache = true"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(canonical_json(p.config))["scales"]["k_layout"], "cache");
+  const void* data = reinterpret_cast<const void*>(uintptr_t(1) << 20);
+  p.args.k_scale.data = p.args.v_scale.data = data;
+  LaunchPlan plan = plan_of(p);
+  EXPECT_EQ(plan.params.k_scale_strides[0], 16 * 8);  // a page: 16 rows of 8 KV heads
+  EXPECT_EQ(plan.params.k_scale_row_stride, 8);
+  EXPECT_EQ(plan.params.k_scale_strides[1], 1);
+  p.args.k_scale.batch_stride = 656 / 4 * 16;  // a view into 656-byte cache rows
+  p.args.k_scale.row_stride = 656 / 4;
+  p.args.k_scale.head_stride = 0;
+  plan = plan_of(p);
+  EXPECT_EQ(plan.params.k_scale_strides[0], 656 / 4 * 16);
+  EXPECT_EQ(plan.params.k_scale_row_stride, 656 / 4);
+  EXPECT_EQ(plan.params.k_scale_strides[1], 0);
+  // By position (the default) a row stride is refused by name.
+  Config by_position = c;
+  by_position.scales.k_layout = ScaleLayout::positions;
+  Planned q = planned(by_position, 2, 1, 1000, 8);
+  q.args.k_scale.data = q.args.v_scale.data = data;
+  q.args.k_scale.row_stride = 8;
+  expect_refused(q, "args.k_scale.row_stride is set");
+  EXPECT_EQ(generate(q.config).unit.find("kKScaleInCache"), std::string::npos);
+  EXPECT_FALSE(nlohmann::json::parse(canonical_json(q.config))["scales"].contains("k_layout"));
+  // Only per-token K scales have a layout.
+  Config bad = c;
+  bad.scales.k = ScaleGranularity::per_tensor;
+  bad.dtype.scale.reset();
+  EXPECT_EQ(issue_paths(bad), std::set<std::string>{"scales.k_layout"});
+  // The decode family (GQA and latent caches), the sm80 family (chunked prefill against a paged
+  // cache) and the reference compile with it.
+  Config latent = c;
+  latent.head_dim = {576, 512, 64};
+  latent.dtype.rope = DType::bf16;
+  latent.group = 16;
+  latent.kv_layout = {true, 64, true};
+  latent.scales.v = ScaleGranularity::none;
+  Config prefill = c;
+  prefill.tuning = Tuning{};
+  prefill.tuning.family = Family::sm80;
+  for (const Config& k : {c, latent, prefill}) {
+    const CompiledKernel kernel = compile(generate(resolve(k)));
+    EXPECT_EQ(kernel.report.spill_stores, 0) << canonical_json(k) << "\n" << kernel.log;
+    EXPECT_NO_THROW(compile(generate_reference(k)));
+  }
+}
+
 TEST(DecodeFamily, DefaultTilesCompileWithoutSpills) {
   struct Case {
     int d, group, tokens, page;

@@ -40,8 +40,16 @@ struct DecodeCase {
   int warpgroups = -1, stages = 0;         // tuning.consumer_warpgroups (-1: auto), num_kv_stages (0: auto)
   std::optional<KvLoads> loads = {};       // tuning.kv_loads (unset: auto)
   std::optional<DType> q_dtype = {};       // dtype.q: a 16-bit Q beside an fp8 cache
+  ScaleLayout k_layout = ScaleLayout::positions;  // per-token K scales' layout
 };
 void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.label; }
+
+// `c` with its per-token K scales laid out like the cache's rows.
+template <class Case>
+Case scales_in_cache(Case c) {
+  c.k_layout = ScaleLayout::cache;
+  return c;
+}
 
 // `c` with its split pass pinned: 0 mma.sync warps, 1 or 2 wgmma warpgroups (sm_90a).
 DecodeCase pinned(DecodeCase c, int warpgroups, int stages = 0) {
@@ -69,6 +77,7 @@ Config decode_config(const DecodeCase& k) {
   c.dtype = {k.dtype, fp8 ? DType::bf16 : k.dtype, std::nullopt, k.scale_dtype};
   c.dtype.q = k.q_dtype;
   c.scales = {k.q_scale, k.k_scale, k.v_scale};
+  c.scales.k_layout = k.k_layout;
   c.head_dim = {k.d, k.d, 0};
   c.group = k.group;
   c.mask = k.mask;
@@ -195,6 +204,14 @@ const std::vector<DecodeCase>& decode_cases() {
       with_q({"e4m3_d128_g4_q1_page64_fp16_q_per_token_k", DType::e4m3, 128, 4, 1, 64, Mask::none, false, 0, 0, 0,
               G::none, G::per_token, G::per_head, DType::fp32},
              DType::fp16),
+      // Per-token K scales laid out like the cache's rows (scales.k_layout "cache").
+      scales_in_cache(DecodeCase{"e4m3_d128_g4_q4_page16_causal_per_token_k_in_cache", DType::e4m3, 128, 4, 4, 16,
+                                 Mask::causal, false, 0, 0, 0, G::per_token, G::per_token, G::per_head, DType::fp32}),
+      scales_in_cache(DecodeCase{"e4m3_d128_g8_q1_contiguous_varlen_per_token_k_in_cache_bf16", DType::e4m3, 128, 8, 1,
+                                 0, Mask::none, true, 0, 0, 0, G::none, G::per_token, G::none, DType::bf16}),
+      scales_in_cache(with_q({"e4m3_d128_g8_q2_page64_bf16_q_per_token_k_in_cache", DType::e4m3, 128, 8, 2, 64,
+                              Mask::causal, false, 7, 0, 0, G::none, G::per_token, G::per_tensor, DType::fp32},
+                             DType::bf16)),
       with_q({"e5m2_d64_g1_q2_contiguous_causal_varlen_bf16_q_unscaled", DType::e5m2, 64, 1, 2, 0, Mask::causal, true,
               0},
              DType::bf16),
@@ -268,6 +285,7 @@ struct LatentCase {
   std::optional<DType> scale_dtype = {};
   DType rope_dtype = DType::bf16;
   std::optional<DType> q_dtype = {};  // dtype.q: a 16-bit Q beside an fp8 cache
+  ScaleLayout k_layout = ScaleLayout::positions;  // per-token K scales' layout
 };
 void PrintTo(const LatentCase& c, std::ostream* os) { *os << c.label; }
 
@@ -300,6 +318,7 @@ Config latent_config(const LatentCase& k) {
     c.dtype = {k.dtype, DType::bf16, k.rope ? std::optional<DType>(k.rope_dtype) : std::nullopt, k.scale_dtype};
     c.scales = {k.q_scale, k.k_scale, ScaleGranularity::none};
     c.dtype.q = k.q_dtype;
+    c.scales.k_layout = k.k_layout;
   }
   if (k.bm) c.tuning.BM = k.bm;
   if (k.warps) c.tuning.num_warps = k.warps;
@@ -394,6 +413,13 @@ const std::vector<LatentCase>& latent_cases() {
                          Mask::causal, false, 0},
                         G::none, G::per_tensor),
              DType::bf16),
+      scales_in_cache(fp8_latent({"mla_e4m3_g16_q1_page64_per_token_k_in_cache", DType::e4m3, 576, 512, 64, 16, 1,
+                                  64, Mask::none, false, 0},
+                                 G::per_tensor, G::per_token, DType::fp32)),
+      scales_in_cache(with_q(fp8_latent({"mla_e4m3_bf16_q_g64_q2_page16_causal_per_token_k_in_cache_bf16", DType::e4m3,
+                                         576, 512, 64, 64, 2, 16, Mask::causal, false, 0},
+                                        G::none, G::per_token, DType::bf16),
+                             DType::bf16)),
       // Prefill chunks against the cache (absorbed MLA): tens to a hundred causal tokens per
       // sequence, on each pass (the seesaw pass by default on sm_90a at pages of 16 and 64).
       {"mla_prefill_bf16_g16_q100_page64_causal", DType::bf16, 576, 512, 64, 16, 100, 64, Mask::causal, false, 0},
