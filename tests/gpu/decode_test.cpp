@@ -390,6 +390,8 @@ const std::vector<LatentCase>& latent_cases() {
       fp8_latent({"mla_e4m3_g32_q1_page16_seven_splits_per_tensor", DType::e4m3, 576, 512, 64, 32, 1, 16, Mask::none,
                   false, 7},
                  G::per_head, G::per_tensor),
+      fp8_latent({"mla_e5m2_g16_q1_page16_per_token_bf16", DType::e5m2, 576, 512, 64, 16, 1, 16, Mask::none, false, 0},
+                 G::per_token, G::per_token, DType::bf16),
       fp8_latent({"mla_e5m2_g16_q4_contiguous_causal_varlen_unscaled", DType::e5m2, 576, 512, 64, 16, 4, 0, Mask::causal,
                   true, 0},
                  G::none, G::none),
