@@ -14,8 +14,9 @@ an fp64 reference on the first sequence of the batch (its last 8 tokens). Many t
 512) are a prefill chunk against the cache, causal among its tokens.
 flashjit-fp8 reads the same cache quantised to e4m3 per token (scale = amax / 448 of each row's 512
 nope columns; the rope part stays bf16) with Q quantised per (token, head), FlashMLA's fp8 cache
-without its per-128-column scales; its GB/s count 512 + 128 + 4 bytes per cached token, and its
-error is against fp64 on the dequantised inputs.
+without its per-128-column scales; flashjit-fp8kv the same cache with the bf16 Q (dtype.q) and
+the scales beside the pages (k_scale_layout "cache"). Their GB/s count 512 + 128 + 4 bytes per
+cached token, and their errors are against fp64 on the dequantised inputs.
   idle       a pause before each point, an L2-flushing memset before each launch;
   sustained  --sustain-s seconds of the library's own launches first, then timed back to back.
 """
@@ -45,9 +46,9 @@ class Point:
         pairs = self.cache * self.tokens - (self.tokens * (self.tokens - 1) // 2 if causal else 0)
         return 2.0 * self.batch * self.heads * pairs * (D_NOPE + D_ROPE + D_NOPE)
 
-    def bytes(self, fp8=False):
+    def bytes(self, fp8=False, fp8_q=None):
         cache = D_NOPE + 2 * D_ROPE + 4 if fp8 else 2 * (D_NOPE + D_ROPE)
-        q = D_NOPE + 2 * D_ROPE + 4 if fp8 else 2 * (D_NOPE + D_ROPE)
+        q = D_NOPE + 2 * D_ROPE + 4 if (fp8 if fp8_q is None else fp8_q) else 2 * (D_NOPE + D_ROPE)
         return self.batch * self.cache * cache + self.batch * self.tokens * self.heads * (q + 2 * D_NOPE)
 
 
@@ -111,6 +112,7 @@ class Fp8Inputs:
         pos = torch.arange(inp.per_seq * p.page, device="cuda")
         self.k_scale = [slot_scale[t.long()[:, pos // p.page], pos % p.page][:, None, :].contiguous()
                         for t in inp.tables]
+        self.slot_scale = slot_scale[..., None].contiguous()                   # [pages, page, 1]
         self.q, self.q_scale, self.q_deq = [], [], []
         for q in inp.q:
             qs = (q.float().abs().amax(-1).clamp(min=1e-12) / 448.0)              # [B, T, H]
@@ -127,6 +129,16 @@ def flashjit_fp8_calls(torch, p, inp, causal, config):
                                             page_table=inp.tables[s], cache_seqlens=inp.lens, causal=causal,
                                             max_seqlen_k=p.cache, config=config, q_scale=f.q_scale[s],
                                             k_scale=f.k_scale[s])
+            for s in range(inp.sets)]
+
+
+def flashjit_fp8kv_calls(torch, p, inp, causal, config):
+    import flashjit
+    f = inp.fp8
+    return [lambda s=s: flashjit.mla_decode(inp.q[s], inp.q_pe[s], f.ckv[:, :, None], inp.kpe[:, :, None],
+                                            page_table=inp.tables[s], cache_seqlens=inp.lens, causal=causal,
+                                            max_seqlen_k=p.cache, config=config, k_scale=f.slot_scale,
+                                            k_scale_layout="cache")
             for s in range(inp.sets)]
 
 
@@ -147,6 +159,7 @@ def flashinfer_calls(torch, p, inp, causal, config):
 
 
 LIBRARIES = {"flashjit": ("flashjit", flashjit_calls), "flashjit-fp8": ("flashjit e4m3", flashjit_fp8_calls),
+             "flashjit-fp8kv": ("flashjit e4m3 cache, bf16 q", flashjit_fp8kv_calls),
              "flashinfer": ("FlashInfer MLA", flashinfer_calls)}
 
 
@@ -174,16 +187,18 @@ def measure(torch, args, gpu, on_point):
             lib = name.split(" ")[0]
             entry = {"label": LIBRARIES[lib][0] + (f" {config}" if config else "")}
             try:
-                fp8 = lib == "flashjit-fp8"
+                fp8 = lib in ("flashjit-fp8", "flashjit-fp8kv")
                 if fp8 and not hasattr(inp, "fp8"):
                     inp.fp8 = Fp8Inputs(torch, p, inp)
                     inp.fp8.want = reference_first(torch, p, inp, args.causal, inp.fp8.ckv_deq, inp.fp8.q_deq[0])
+                    inp.fp8.want_bf16_q = reference_first(torch, p, inp, args.causal, inp.fp8.ckv_deq)
                 calls = LIBRARIES[lib][1](torch, p, inp, args.causal, config)
                 out = calls[0]()
                 torch.cuda.synchronize()
                 checked = out[0][max(0, p.tokens - CHECKED_TOKENS):]
-                entry["rel_error_fp64"] = rel_error(torch, checked, inp.fp8.want if fp8 else want)
-                point_bytes = p.bytes(fp8)
+                want_here = want if not fp8 else inp.fp8.want_bf16_q if lib == "flashjit-fp8kv" else inp.fp8.want
+                entry["rel_error_fp64"] = rel_error(torch, checked, want_here)
+                point_bytes = p.bytes(fp8, fp8 and lib != "flashjit-fp8kv")
                 for mode in args.modes:
                     t = time_calls(torch, calls, mode, args, flush, gpu)
                     t["tflops"] = row["flops"] / (t["median_ms"] * 1e-3) / 1e12

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The MLA benchmark's arithmetic and report without a GPU: flops and bytes per launch (causal
-steps drop the pairs a token cannot see) and the markdown table (a library's error shown where
+steps drop the pairs a token cannot see; fp8 caches count their bytes) and the markdown table (a library's error shown where
 it has no timing)."""
 
 import argparse
@@ -21,6 +21,10 @@ class MlaCompare(unittest.TestCase):
         self.assertEqual(p.flops(causal=True), 2.0 * 2 * 16 * 1999 * 1088)
         # bf16: the cache's 576 columns once, Q's 576 and O's 512 per (token, head)
         self.assertEqual(p.bytes(), 2 * (2 * 1000 * 576 + 2 * 2 * 16 * 1088))
+        # fp8: 512 e4m3 bytes, 64 bf16 rope columns and a 4-byte scale per cached token (and per
+        # query row of an fp8 Q), O in bf16; a bf16 Q beside the fp8 cache keeps its 2 x 576 bytes
+        self.assertEqual(p.bytes(fp8=True), 2 * 1000 * 644 + 2 * 2 * 16 * (644 + 1024))
+        self.assertEqual(p.bytes(fp8=True, fp8_q=False), 2 * 1000 * 644 + 2 * 2 * 16 * (1152 + 1024))
 
     def test_markdown_shows_errors_beside_timings(self):
         args = argparse.Namespace(page=64, causal=True, modes=["sustained"])
