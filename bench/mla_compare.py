@@ -15,7 +15,7 @@ an fp64 reference on the first sequence of the batch (its last 8 tokens). Many t
 flashjit-fp8 reads the same cache quantised to e4m3 per token (scale = amax / 448 of each row's 512
 nope columns; the rope part stays bf16) with Q quantised per (token, head), FlashMLA's fp8 cache
 without its per-128-column scales; flashjit-fp8kv the same cache with the bf16 Q (dtype.q) and
-the scales beside the pages (k_scale_layout "cache"). Their GB/s count 512 + 128 + 4 bytes per
+the scales beside the pages (scale_layout "cache"). Their GB/s count 512 + 128 + 4 bytes per
 cached token, and their errors are against fp64 on the dequantised inputs.
   idle       a pause before each point, an L2-flushing memset before each launch;
   sustained  --sustain-s seconds of the library's own launches first, then timed back to back.
@@ -138,7 +138,7 @@ def flashjit_fp8kv_calls(torch, p, inp, causal, config):
     return [lambda s=s: flashjit.mla_decode(inp.q[s], inp.q_pe[s], f.ckv[:, :, None], inp.kpe[:, :, None],
                                             page_table=inp.tables[s], cache_seqlens=inp.lens, causal=causal,
                                             max_seqlen_k=p.cache, config=config, k_scale=f.slot_scale,
-                                            k_scale_layout="cache")
+                                            scale_layout="cache")
             for s in range(inp.sets)]
 
 

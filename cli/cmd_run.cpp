@@ -113,8 +113,9 @@ void register_run(CLI::App& parent, Context& ctx, Action& action) {
   sub->add_option("--load-v", o->load_v, "V from a .npy file")->type_name("FILE")->group(io);
   auto scale_help = [](const char* name) {
     return std::string("Scales of the loaded ") + name +
-           " (float32 .npy: [1], [heads], or per token [batch, heads, seqlen]), for values already in dtype.qkv; "
-           "float32 values are quantised by flashjit";
+           " (float32 .npy: [1], [heads], or per token [batch, heads, seqlen]; K's and V's per token with "
+           "scales.token_layout \"cache\" like the cache's rows), for values already in dtype.qkv; float32 values "
+           "are quantised by flashjit";
   };
   sub->add_option("--load-q-scale", o->load_q_scale, scale_help("Q"))->type_name("FILE")->group(io);
   sub->add_option("--load-k-scale", o->load_k_scale, scale_help("K"))->type_name("FILE")->group(io);

@@ -18,7 +18,7 @@ inline constexpr const char* kConfigSchema = "flashjit.attention.v1";
 enum class DType { bf16, fp16, e4m3, e5m2, fp32 };
 enum class Mask { none, causal, sliding_window };
 enum class ScaleGranularity { none, per_tensor, per_head, per_token };
-// Where per-token K scales lie: by each key's position in its sequence ([batch, heads_k,
+// Where per-token K and V scales lie: by each key's position in its sequence ([batch, heads_k,
 // positions]), or like the cache's rows ([num_pages, page_size, heads_k] paged, [batch, seqlen_k,
 // heads_k] or ragged [total_k, heads_k] contiguous), as engines keep them beside their pages.
 enum class ScaleLayout { positions, cache };
@@ -66,7 +66,7 @@ struct Scales {
   ScaleGranularity q = ScaleGranularity::none;
   ScaleGranularity k = ScaleGranularity::none;
   ScaleGranularity v = ScaleGranularity::none;
-  ScaleLayout k_layout = ScaleLayout::positions;  // per-token K scales' layout
+  ScaleLayout token_layout = ScaleLayout::positions;  // per-token K and V scales' layout
   bool any() const {
     return q != ScaleGranularity::none || k != ScaleGranularity::none ||
            v != ScaleGranularity::none;

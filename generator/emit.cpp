@@ -60,7 +60,7 @@ std::string traits_struct(const Config& r, const Constants& extra) {
       {"kVScale", scale_kind(r.scales.v)},
   };
   // Per-token K scales laid out like the cache's rows (only where so: other sources unchanged).
-  if (r.scales.k_layout == ScaleLayout::cache) c.push_back({"kKScaleInCache", b(true)});
+  if (r.scales.token_layout == ScaleLayout::cache) c.push_back({"kTokenScalesInCache", b(true)});
   c.insert(c.end(), extra.begin(), extra.end());
   std::string s = "namespace flashjit::generated {\nstruct Traits {\n";
   s += "  using Element = " + device_type(r.dtype.qkv) + ";\n";

@@ -113,8 +113,8 @@ std::optional<std::string> tma_issue(const Config& c, const ArchInfo& arch, int 
   if ((c.head_dim.qk * e) % 128 || (c.head_dim.v * e) % 128)
     return "TMA boxes fill whole 128-byte panels: head dims " + std::to_string(c.head_dim.qk) + "/" +
            std::to_string(c.head_dim.v) + " are not multiples of " + std::to_string(128 / e) + " elements";
-  if (c.scales.k == ScaleGranularity::per_token)
-    return "per-token K scales come with the cp_async loads (beside each row's offsets)";
+  if (c.scales.k == ScaleGranularity::per_token || c.scales.v == ScaleGranularity::per_token)
+    return "per-token K and V scales come with the cp_async loads (beside each row's offsets)";
   const int page = c.kv_layout.page_size;
   if (c.kv_layout.paged && page < 8)
     return "pages of " + std::to_string(page) + " rows are below a TMA box's 8-row swizzle period (cp_async gathers take them)";
@@ -130,7 +130,8 @@ int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
                                    c.head_dim.rope, kv_bytes(c), c.scales.k == ScaleGranularity::per_token})
         .total;
   return decode::smem_regions({bm, bn, c.head_dim.qk, c.head_dim.v, warps, stages, kv_bytes(c),
-                               c.scales.k == ScaleGranularity::per_token, tma_loads(c)})
+                               c.scales.k == ScaleGranularity::per_token, tma_loads(c),
+                               c.scales.v == ScaleGranularity::per_token})
       .total;
 }
 

@@ -128,6 +128,9 @@ class Sm90Family final : public KernelFamily {
     if (c.scales.k == ScaleGranularity::per_token)
       return ConfigIssue{"scales.k", "\"per_token\"",
                          "the sm90 family takes per_tensor or per_head K scales (per_token runs on the sm80 family)"};
+    if (c.scales.v == ScaleGranularity::per_token)
+      return ConfigIssue{"scales.v", "\"per_token\"",
+                         "the sm90 family takes per_tensor or per_head V scales (per_token runs on the sm80 family)"};
     return std::nullopt;
   }
 

@@ -42,8 +42,10 @@ void check_common(const Config& c, std::vector<ConfigIssue>& out) {
   else if (h.rope > 0 && h.rope >= h.qk)
     bad("head_dim.rope", num(h.rope), "rope columns are part of head_dim.qk, so rope < qk (qk = " +
         num(h.qk) + ")");
-  if (c.scales.k_layout == ScaleLayout::cache && c.scales.k != ScaleGranularity::per_token)
-    bad("scales.k_layout", quoted("cache"), "lays out per-token K scales: set only with scales.k per_token");
+  if (c.scales.token_layout == ScaleLayout::cache && c.scales.k != ScaleGranularity::per_token &&
+      c.scales.v != ScaleGranularity::per_token)
+    bad("scales.token_layout", quoted("cache"),
+        "lays out per-token K and V scales: set only with scales.k or scales.v per_token");
   if (d.q && *d.q != d.qkv) {
     if (!is_fp8(d.qkv))
       bad("dtype.q", quoted(to_string(*d.q)),
@@ -79,14 +81,13 @@ void check_common(const Config& c, std::vector<ConfigIssue>& out) {
   }
 
   const Scales& s = c.scales;
-  if (s.v == ScaleGranularity::per_token)
-    bad("scales.v", quoted("per_token"), "V takes a per_tensor or per_head scale");
-  bool per_token = s.q == ScaleGranularity::per_token || s.k == ScaleGranularity::per_token;
+  const bool per_token = s.q == ScaleGranularity::per_token || s.k == ScaleGranularity::per_token ||
+                         s.v == ScaleGranularity::per_token;
   if (per_token && !d.scale)
     bad("dtype.scale", "null", "per_token scales need dtype.scale (fp32 or bf16)");
   if (d.scale) {
     if (!per_token)
-      bad("dtype.scale", quoted(to_string(*d.scale)), "set only when scales.q or scales.k is per_token");
+      bad("dtype.scale", quoted(to_string(*d.scale)), "set only when scales.q, scales.k or scales.v is per_token");
     else if (*d.scale != DType::fp32 && *d.scale != DType::bf16)
       bad("dtype.scale", quoted(to_string(*d.scale)), "must be fp32 or bf16");
   }

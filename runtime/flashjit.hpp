@@ -103,17 +103,18 @@ struct AttentionArgs {
   size_t workspace_bytes = 0;
 
   // Quantisation scales (the config's scales.q/k/v): the stored values times the scale are the
-  // inputs. per_tensor: one fp32; per_head: fp32 [heads of that tensor]; per_token (Q and K):
+  // inputs. per_tensor: one fp32; per_head: fp32 [heads of that tensor]; per_token (Q, K, V):
   // dtype.scale [batch, heads, seqlen] with element strides (negative: that contiguous layout;
-  // ragged: [heads, total_rows], batch_stride ignored). Per-token K scales with scales.k_layout
-  // "cache" lie like the cache's rows instead: [num_pages, page_size, heads_k] (paged; batch_stride
-  // is the page stride), [batch, seqlen_k, heads_k] or ragged [total_k, heads_k] (contiguous), with
-  // row_stride too. Scales apply to the nope columns; rope columns are not quantised.
+  // ragged: [heads, total_rows], batch_stride ignored). Per-token K and V scales with
+  // scales.token_layout "cache" lie like the cache's rows instead: [num_pages, page_size,
+  // heads_k] (paged; batch_stride is the page stride), [batch, seqlen_k, heads_k] or ragged
+  // [total_k, heads_k] (contiguous), with row_stride too. Scales apply to the nope columns; rope
+  // columns are not quantised.
   struct Scale {
     const void* data = nullptr;
     int64_t batch_stride = -1;
     int64_t head_stride = -1;
-    int64_t row_stride = -1;  // per-token K scales laid out like the cache
+    int64_t row_stride = -1;  // per-token K and V scales laid out like the cache
   };
   Scale q_scale, k_scale, v_scale;
 };

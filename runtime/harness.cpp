@@ -259,7 +259,7 @@ std::vector<int64_t> DeviceProblem::scale_shape(char which) const {
     case ScaleGranularity::per_head: return {heads};
     case ScaleGranularity::per_token: break;
   }
-  if (!is_q && config_.scales.k_layout == ScaleLayout::cache) {  // like the cache's rows
+  if (!is_q && config_.scales.token_layout == ScaleLayout::cache) {  // like the cache's rows
     if (config_.kv_layout.paged) return {num_pages_, config_.kv_layout.page_size, heads};
     if (config_.varlen) return {rows_k_, heads};
     return {shape_.batch, shape_.seqlen_k, heads};
@@ -294,7 +294,7 @@ void DeviceProblem::upload_scales(char which, const std::vector<float>& per_row)
   size_t n = 1;
   for (int64_t v : shape) n *= size_t(v);
   std::vector<float> values(n, 0.f);
-  if (granularity(which) == ScaleGranularity::per_token && !is_q && config_.scales.k_layout == ScaleLayout::cache) {
+  if (granularity(which) == ScaleGranularity::per_token && !is_q && config_.scales.token_layout == ScaleLayout::cache) {
     // At each key row's place in the cache's layout: [pages, page_size, heads] (a one-column
     // tensor of the paged cache), [batch, seqlen_k, heads], or ragged [total_k, heads].
     for (int r = 0; r < rows; ++r) {

@@ -137,7 +137,7 @@ AttentionParams common_params(const Config& c, const LaunchInfo& launch, const A
   const size_t scale_bytes = c.dtype.scale ? size_t(dtype_bytes(*c.dtype.scale)) : 4;
   check_scale("q", c.scales.q, a.q_scale, c.scales.q == ScaleGranularity::per_token ? scale_bytes : 4);
   check_scale("k", c.scales.k, a.k_scale, c.scales.k == ScaleGranularity::per_token ? scale_bytes : 4);
-  check_scale("v", c.scales.v, a.v_scale, 4);
+  check_scale("v", c.scales.v, a.v_scale, c.scales.v == ScaleGranularity::per_token ? scale_bytes : 4);
 
   if (a.num_splits < 0) fail("args.num_splits = " + str(a.num_splits) + ": must be 0 (automatic) or a split count");
   if (a.num_splits > 0 && c.tuning.family != Family::decode)
@@ -178,19 +178,21 @@ AttentionParams common_params(const Config& c, const LaunchInfo& launch, const A
   p.k_scale = a.k_scale.data;
   p.v_scale = a.v_scale.data;
   fill_scale_strides(a.q_scale, ragged, a.heads_q, a.seqlen_q, a.total_q, p.q_scale_strides);
-  if (c.scales.k_layout != ScaleLayout::cache && a.k_scale.row_stride >= 0)
-    fail("args.k_scale.row_stride is set, but the config's per-token K scales are by position (scales.k_layout "
-         "\"positions\"); a row stride goes with \"cache\"");
-  if (c.scales.k_layout == ScaleLayout::cache) {
-    // Like the cache's rows: [pages or batch, rows, heads_k], contiguous unless strides are given.
+  // Per-token K and V scales: by the key's position in its sequence, paged or not, or like the
+  // cache's rows ([pages or batch, rows, heads_k], contiguous unless strides are given).
+  const bool in_cache = c.scales.token_layout == ScaleLayout::cache;
+  auto key_scales = [&](const char* name, const AttentionArgs::Scale& s, long long (&strides)[2], long long& row) {
+    if (!in_cache && s.row_stride >= 0)
+      fail(std::string("args.") + name + "_scale.row_stride is set, but the config's per-token scales are by position "
+           "(scales.token_layout \"positions\"); a row stride goes with \"cache\"");
+    if (!in_cache) return fill_scale_strides(s, ragged && !paged, a.heads_k, a.seqlen_k, a.total_k, strides);
     const int64_t rows = paged ? c.kv_layout.page_size : ragged ? 0 : a.seqlen_k;
-    p.k_scale_strides[1] = a.k_scale.head_stride >= 0 ? a.k_scale.head_stride : 1;
-    p.k_scale_row_stride = a.k_scale.row_stride >= 0 ? a.k_scale.row_stride : a.heads_k;
-    p.k_scale_strides[0] = a.k_scale.batch_stride >= 0 ? a.k_scale.batch_stride : rows * a.heads_k;
-  } else {
-    // Per-token K scales are indexed by the key's position in its sequence, paged or not.
-    fill_scale_strides(a.k_scale, ragged && !paged, a.heads_k, a.seqlen_k, a.total_k, p.k_scale_strides);
-  }
+    strides[1] = s.head_stride >= 0 ? s.head_stride : 1;
+    row = s.row_stride >= 0 ? s.row_stride : a.heads_k;
+    strides[0] = s.batch_stride >= 0 ? s.batch_stride : rows * a.heads_k;
+  };
+  key_scales("k", a.k_scale, p.k_scale_strides, p.k_scale_row_stride);
+  key_scales("v", a.v_scale, p.v_scale_strides, p.v_scale_row_stride);
   return p;
 }
 

@@ -128,6 +128,8 @@ class LaunchPlan:
         q_scale_strides: Optional[tuple[int, int]] = None,
         k_scale_strides: Optional[tuple[int, int]] = None,
         k_scale_row_stride: Optional[int] = None,
+        v_scale_strides: Optional[tuple[int, int]] = None,
+        v_scale_row_stride: Optional[int] = None,
     ) -> None: ...
     @property
     def kernel(self) -> LoadedKernel: ...

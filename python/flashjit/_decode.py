@@ -160,33 +160,48 @@ def _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_
     return lay
 
 
-def _scales(lay: _Layout, q_scale, k_scale, v_scale, device, k_layout="positions", k=None):
-    """The config's scales, dtype.scale, the per-token scales' strides and (k_layout "cache") the
-    K scales' row stride. Per-token Q scales follow q ([batch, heads_q, seqlen_q], ragged
-    [heads_q, total_q]); per-token K scales are indexed by each key's position in its sequence:
-    [batch, heads_k, positions], positions covering every sequence's cached keys (the kernel
-    reads positions below each cache length), or with k_layout "cache" lie like the cache's rows:
-    k_cache.shape[:3] ([num_pages, page_size, heads_k] or [batch, seqlen_k, heads_k])."""
-    if k_layout not in ("positions", "cache"):
-        _fail(f"k_scale_layout = {k_layout!r}: 'positions' or 'cache'")
+def _scales(lay: _Layout, q_scale, k_scale, v_scale, device, token_layout="positions", k=None):
+    """The config's scales, dtype.scale, the per-token scales' strides, and (token_layout "cache")
+    K's and V's row strides: (names, dtype, q strides, k strides, v strides, k row, v row).
+    Per-token Q scales follow q ([batch, heads_q, seqlen_q], ragged [heads_q, total_q]); per-token
+    K and V scales are indexed by each key's position in its sequence: [batch, heads_k, positions],
+    positions covering every sequence's cached keys (the kernel reads positions below each cache
+    length), or with token_layout "cache" lie like the cache's rows: k_cache.shape[:3]
+    ([num_pages, page_size, heads_k] or [batch, seqlen_k, heads_k])."""
+    if token_layout not in ("positions", "cache"):
+        _fail(f"scale_layout = {token_layout!r}: 'positions' or 'cache'")
     q_shape = (lay.heads_q, lay.total_q) if lay.varlen else (lay.batch, lay.heads_q, lay.seqlen_q)
-    if k_layout == "positions":
-        positions = k_scale.shape[-1] if k_scale is not None and k_scale.dim() == 3 else lay.seqlen_k
+    if token_layout == "positions":
+        per_key = next((t for t in (k_scale, v_scale) if t is not None and t.dim() == 3), None)
+        positions = per_key.shape[-1] if per_key is not None else lay.seqlen_k
         return _scales_of_shapes((q_scale, k_scale, v_scale), (lay.heads_q, lay.heads_k),
                                  (q_shape, (lay.batch, lay.heads_k, positions)), (lay.varlen, False), device,
-                                 fail=_fail) + (None,)
+                                 fail=_fail) + (None, None)
     rows = tuple(k.shape[:3])
-    if k_scale is None or tuple(k_scale.shape) != rows or k_scale.dtype not in (_FLOAT32, torch.bfloat16) \
-            or k_scale.device != device:
-        _fail(f"k_scale_layout 'cache' takes per-token k_scale shaped like the cache's rows {rows}, float32 or "
-              f"bfloat16, on {device} (got {None if k_scale is None else (tuple(k_scale.shape), k_scale.dtype)})")
-    names, dtype, q_strides, _ = _scales_of_shapes((q_scale, None, v_scale), (lay.heads_q, lay.heads_k),
-                                                   (q_shape, ()), (lay.varlen, False), device, fail=_fail)
-    k_dtype = "fp32" if k_scale.dtype == _FLOAT32 else "bf16"
-    if dtype and dtype != k_dtype:
-        _fail(f"per-token q_scale and k_scale must share one dtype (got {q_scale.dtype} and {k_scale.dtype})")
-    names = {**names, "k": "per_token", "k_layout": "cache"}
-    return names, k_dtype, q_strides, (k_scale.stride(0), k_scale.stride(2)), k_scale.stride(1)
+    in_cache = [t is not None and t.dim() == 3 for t in (k_scale, v_scale)]
+    if not any(in_cache):
+        _fail(f"scale_layout 'cache' takes a per-token k_scale or v_scale shaped like the cache's rows {rows}")
+    for name, t, cached in (("k_scale", k_scale, in_cache[0]), ("v_scale", v_scale, in_cache[1])):
+        if cached and (tuple(t.shape) != rows or t.dtype not in (_FLOAT32, torch.bfloat16) or t.device != device
+                       or t.stride(2) < 0):
+            _fail(f"scale_layout 'cache' takes per-token {name} shaped like the cache's rows {rows}, float32 or "
+                  f"bfloat16, on {device} (got {tuple(t.shape)}, {t.dtype}, on {t.device})")
+    names, dtype, q_strides, _, _ = _scales_of_shapes(
+        (q_scale, None if in_cache[0] else k_scale, None if in_cache[1] else v_scale), (lay.heads_q, lay.heads_k),
+        (q_shape, ()), (lay.varlen, False), device, fail=_fail)
+    kinds = {dtype} if dtype else set()
+    for t in (t for t, cached in zip((k_scale, v_scale), in_cache) if cached):
+        kinds.add("fp32" if t.dtype == _FLOAT32 else "bf16")
+    if len(kinds) > 1:
+        _fail("per-token q_scale, k_scale and v_scale must share one dtype")
+    strides = [((t.stride(0), t.stride(2)), t.stride(1)) if cached else (None, None)
+               for t, cached in zip((k_scale, v_scale), in_cache)]
+    names = {**names, "token_layout": "cache"}
+    if in_cache[0]:
+        names["k"] = "per_token"
+    if in_cache[1]:
+        names["v"] = "per_token"
+    return names, kinds.pop(), q_strides, strides[0][0], strides[1][0], strides[0][1], strides[1][1]
 
 
 def _out_dtype(dtype):
@@ -251,7 +266,7 @@ class _Plan:
 
 def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q, max_seqlen_q,
                max_seqlen_k, num_splits, return_lse, out, config_key, q_scale, k_scale, v_scale, q_rope=None,
-               k_rope=None, shared_kv=False, k_scale_layout="positions") -> _Plan:
+               k_rope=None, shared_kv=False, scale_layout="positions") -> _Plan:
     if not (q.is_cuda and k.is_cuda and v.is_cuda):
         _fail(f"q, k_cache and v_cache must be CUDA tensors (got {q.device}, {k.device}, {v.device})")
     lay = _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_seqlen_k,
@@ -269,7 +284,7 @@ def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale
             _fail(f"out must be contiguous; its strides are {tuple(out.stride())}")
         plan.o_dtype = out.dtype
     plan.lse_shape = lay.lse_shape if return_lse else None
-    scales = _scales(lay, q_scale, k_scale, v_scale, q.device, k_scale_layout, k)
+    scales = _scales(lay, q_scale, k_scale, v_scale, q.device, scale_layout, k)
     problem = _problem(lay, k.dtype, plan.o_dtype, mask, return_lse, scales, rope_dim, shared_kv,
                        None if q_rope is None else q_rope.dtype, q.dtype)
     pinned = _pinned(config_key)
@@ -287,7 +302,8 @@ def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale
         batch=lay.batch, seqlen_q=lay.seqlen_q, seqlen_k=lay.seqlen_k, heads_q=hq, heads_k=lay.heads_k,
         total_q=lay.total_q, total_k=0, softmax_scale=float(softmax_scale or 0.0), window_left=left,
         window_right=right, num_pages=lay.num_pages, max_pages=lay.max_pages, page_table_stride=lay.page_stride,
-        num_splits=int(num_splits), q_scale_strides=scales[2], k_scale_strides=scales[3], k_scale_row_stride=scales[4])
+        num_splits=int(num_splits), q_scale_strides=scales[2], k_scale_strides=scales[3], v_scale_strides=scales[4],
+        k_scale_row_stride=scales[5], v_scale_row_stride=scales[6])
     # The splits' scratch depends on the signature only: sized once, with this call's tensors.
     o_probe = _empty(plan.o_shape, dtype=plan.o_dtype, device=plan.device) if out is None else out
     plan.workspace = plan.launch.workspace_bytes(
@@ -324,17 +340,17 @@ def _run(plan: _Plan, q, k, v, cache_seqlens, page_table, cu_seqlens_q, out, ret
 
 def _decode(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q, max_seqlen_q,
             max_seqlen_k, num_splits, return_lse, out, config_key, q_scale=None, k_scale=None, v_scale=None,
-            q_rope=None, k_rope=None, shared_kv=False, k_scale_layout="positions"):
+            q_rope=None, k_rope=None, shared_kv=False, scale_layout="positions"):
     key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype, q.get_device(),
            _signature(cache_seqlens), _signature(page_table), _signature(cu_seqlens_q), causal, window,
            softmax_scale, max_seqlen_q, max_seqlen_k, num_splits, return_lse, _signature(out), config_key,
            _signature(q_scale), _signature(k_scale), _signature(v_scale), _signature(q_rope), _signature(k_rope),
-           shared_kv, k_scale_layout)
+           shared_kv, scale_layout)
     plan = _plans.get(key)
     if plan is None:
         plan = _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q,
                           max_seqlen_q, max_seqlen_k, num_splits, return_lse, out, config_key, q_scale, k_scale,
-                          v_scale, q_rope, k_rope, shared_kv, k_scale_layout)
+                          v_scale, q_rope, k_rope, shared_kv, scale_layout)
         if len(_plans) >= _MAX_PLANS:
             _plans.clear()
         _plans[key] = plan
@@ -367,7 +383,7 @@ def _decode_op(
     q_rope: Optional[torch.Tensor] = None,
     k_rope: Optional[torch.Tensor] = None,
     shared_kv: bool = False,
-    k_scale_layout: str = "positions",
+    scale_layout: str = "positions",
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """flashjit.decode (and mla_decode: shared_kv, v_cache a view of k_cache's first columns) as an
     operator: (out, lse), lse empty unless return_lse; -1 for an absent length or window side,
@@ -375,20 +391,20 @@ def _decode_op(
     result = _decode(q, k_cache, v_cache, cache_seqlens, page_table, causal, (window_left, window_right),
                      softmax_scale or None, cu_seqlens_q, _length(max_seqlen_q), _length(max_seqlen_k), num_splits,
                      return_lse, None, _config_key(config), q_scale, k_scale, v_scale, q_rope, k_rope, shared_kv,
-                     k_scale_layout)
+                     scale_layout)
     return result if return_lse else (result, result.new_empty((0,), dtype=_FLOAT32))
 
 
 def _decode_fake(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_seqlen_k, causal,
                  window_left, window_right, softmax_scale, num_splits, return_lse, config, q_scale=None,
-                 k_scale=None, v_scale=None, q_rope=None, k_rope=None, shared_kv=False, k_scale_layout="positions"):
+                 k_scale=None, v_scale=None, q_rope=None, k_rope=None, shared_kv=False, scale_layout="positions"):
     if q.device.type not in ("cuda", "meta"):
         _fail(f"q, k_cache and v_cache must be CUDA tensors (got {q.device})")
     lay = _layout(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q,
                   _length(max_seqlen_q), _length(max_seqlen_k), _MAX_LATENT_TOKENS if shared_kv else _MAX_TOKENS)
     _rope_layout(lay, q, q_rope, k_cache, k_rope)
     _mask(causal, (window_left, window_right))
-    _scales(lay, q_scale, k_scale, v_scale, q.device, k_scale_layout, k_cache)
+    _scales(lay, q_scale, k_scale, v_scale, q.device, scale_layout, k_cache)
     o = q.new_empty(lay.o_shape, dtype=_out_dtype(q.dtype))
     lse = q.new_empty(lay.lse_shape if return_lse else (0,), dtype=_FLOAT32)
     return o, lse
@@ -420,7 +436,7 @@ def decode(
     q_scale: Optional[torch.Tensor] = None,
     k_scale: Optional[torch.Tensor] = None,
     v_scale: Optional[torch.Tensor] = None,
-    k_scale_layout: str = "positions",
+    scale_layout: str = "positions",
 ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Attention of a decode step against a KV cache, on torch's current CUDA stream.
 
@@ -456,11 +472,12 @@ def decode(
             q's heads for q_scale, the KV heads for k/v), or per token float32 / bfloat16
             ``[batch, heads_q, seqlen_q]`` (ragged ``[heads_q, total_q]``) for q_scale and
             ``[batch, heads_k, positions]`` (each key's position in its sequence, paged or not;
-            positions covering every sequence's cached keys) for k_scale. v_scale is per tensor or
-            per head. fp8 outputs are bfloat16 unless ``out`` is float16.
-        k_scale_layout: ``"positions"`` (above), or ``"cache"``: per-token k_scale lies like the
-            cache's rows, ``k_cache.shape[:3]`` (``[num_pages, page_size, heads_k]`` paged, as
-            engines keep scales beside their pages, or ``[batch, seqlen_k, heads_k]``), any strides.
+            positions covering every sequence's cached keys) for k_scale and v_scale (one dtype
+            for all per-token scales). fp8 outputs are bfloat16 unless ``out`` is float16.
+        scale_layout: ``"positions"`` (above), or ``"cache"``: per-token k_scale and v_scale lie
+            like the cache's rows, ``k_cache.shape[:3]`` (``[num_pages, page_size, heads_k]``
+            paged, as engines keep scales beside their pages, or ``[batch, seqlen_k, heads_k]``),
+            any strides.
 
     Returns:
         ``out`` ``[batch, seqlen_q, heads_q, dim_v]`` (or ``[total_q, heads_q, dim_v]``), or
@@ -471,12 +488,12 @@ def decode(
     """
     return _call(q, k_cache, v_cache, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q,
                  max_seqlen_q, max_seqlen_k, num_splits, return_lse, out, config, q_scale, k_scale, v_scale,
-                 k_scale_layout=k_scale_layout)
+                 scale_layout=scale_layout)
 
 
 def _call(q, k_cache, v_cache, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q, max_seqlen_q,
           max_seqlen_k, num_splits, return_lse, out, config, q_scale=None, k_scale=None, v_scale=None, q_rope=None,
-          k_rope=None, shared_kv=False, k_scale_layout="positions"):
+          k_rope=None, shared_kv=False, scale_layout="positions"):
     """The direct path, or the custom op (torch.compile, autograd, tensor subclasses, meta)."""
     tensors = tuple(t for t in (q, k_cache, v_cache, q_rope, k_rope) if t is not None)
     if (any(type(t) is not torch.Tensor for t in tensors) or not q.is_cuda or _is_compiling()
@@ -489,7 +506,7 @@ def _call(q, k_cache, v_cache, cache_seqlens, page_table, causal, window, softma
             -1 if max_seqlen_q is None else max_seqlen_q, -1 if max_seqlen_k is None else max_seqlen_k, causal,
             left, right, 0.0 if softmax_scale is None else float(softmax_scale), int(num_splits), return_lse,
             config if config is None or isinstance(config, str) else _config_text(config), q_scale, k_scale,
-            v_scale, q_rope, k_rope, shared_kv, k_scale_layout)
+            v_scale, q_rope, k_rope, shared_kv, scale_layout)
         if out is not None:
             out.copy_(o)
             o = out
@@ -499,7 +516,7 @@ def _call(q, k_cache, v_cache, cache_seqlens, page_table, causal, window, softma
     return _decode(q, k_cache, v_cache, cache_seqlens, page_table, causal, window, softmax_scale, cu_seqlens_q,
                    max_seqlen_q, max_seqlen_k, num_splits, return_lse, out,
                    None if config is None else _config_key(config), q_scale, k_scale, v_scale, q_rope, k_rope,
-                   shared_kv, k_scale_layout)
+                   shared_kv, scale_layout)
 
 
 def mla_decode(
@@ -523,7 +540,7 @@ def mla_decode(
     config: Union[Config, Mapping[str, Any], str, "os.PathLike[str]", None] = None,
     q_scale: Optional[torch.Tensor] = None,
     k_scale: Optional[torch.Tensor] = None,
-    k_scale_layout: str = "positions",
+    scale_layout: str = "positions",
 ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Attention of a decode step against a shared K/V latent cache (MLA, absorbed form): the
     keys are ``[kv_cache | k_rope_cache]`` rows and the values the first ``head_dim_v`` columns
@@ -545,7 +562,7 @@ def mla_decode(
             the keys up to ``cache_seqlens - T + t``, the chunk's own keys already in the cache).
         q_scale, k_scale: an fp8 cache's dequantisation scales, as :func:`flashjit.decode`'s
             (k_scale per tensor, per head or per token ``[batch, heads_k, positions]``, or with
-            ``k_scale_layout="cache"`` like kv_cache's rows, ``kv_cache.shape[:3]``); the values
+            ``scale_layout="cache"`` like kv_cache's rows, ``kv_cache.shape[:3]``); the values
             take K's scales, and the rope parts are not scaled.
         The rest as :func:`flashjit.decode`; the output is ``[..., heads_q, head_dim_v]`` and
         ``softmax_scale`` defaults to 1/sqrt(d + d_rope).
@@ -555,4 +572,4 @@ def mla_decode(
         _fail(f"head_dim_v = {dv}: the values are the first columns of kv_cache's {kv_cache.shape[-1]}")
     return _call(q, kv_cache, kv_cache[..., :dv], cache_seqlens, page_table, causal, window, softmax_scale,
                  cu_seqlens_q, max_seqlen_q, max_seqlen_k, num_splits, return_lse, out, config, q_scale, k_scale,
-                 None, q_rope=q_rope, k_rope=k_rope_cache, shared_kv=True, k_scale_layout=k_scale_layout)
+                 None, q_rope=q_rope, k_rope=k_rope_cache, shared_kv=True, scale_layout=scale_layout)

@@ -185,7 +185,7 @@ def _out_dtype(dtype):
     return dtype if dtype in _DTYPE_NAMES else torch.bfloat16
 
 
-_NO_SCALES = ({"q": "none", "k": "none", "v": "none"}, None, None, None)
+_NO_SCALES = ({"q": "none", "k": "none", "v": "none"}, None, None, None, None)
 
 
 def _scale_of(name, t, heads, per_token_shape, varlen, device, allow_token=True, fail=None):
@@ -211,18 +211,21 @@ def _scale_of(name, t, heads, per_token_shape, varlen, device, allow_token=True,
 
 
 def _scales_of_shapes(scales, heads, shapes, ragged, device, fail=None):
-    """The config's scales, dtype.scale and the per-token scales' strides, from the q, k and v
-    scale tensors, each against its heads, per-token shape and whether its rows are packed."""
+    """The config's scales, dtype.scale and the q, k and v per-token scales' strides, from the q,
+    k and v scale tensors, each against its heads, per-token shape and whether its rows are packed
+    (v per token as k)."""
     fail = fail or _fail
     if all(t is None for t in scales):
         return _NO_SCALES
     (q_scale, k_scale, v_scale), (hq, hk), (q_shape, k_shape), (q_ragged, k_ragged) = scales, heads, shapes, ragged
     gq, dq, sq = _scale_of("q_scale", q_scale, hq, q_shape, q_ragged, device, fail=fail)
     gk, dk, sk = _scale_of("k_scale", k_scale, hk, k_shape, k_ragged, device, fail=fail)
-    gv, _, _ = _scale_of("v_scale", v_scale, hk, (), False, device, allow_token=False, fail=fail)
-    if dq and dk and dq != dk:
-        fail(f"per-token q_scale and k_scale must share one dtype (got {q_scale.dtype} and {k_scale.dtype})")
-    return {"q": gq, "k": gk, "v": gv}, dq or dk, sq, sk
+    gv, dv, sv = _scale_of("v_scale", v_scale, hk, k_shape, k_ragged, device, fail=fail)
+    kinds = {d for d in (dq, dk, dv) if d}
+    if len(kinds) > 1:
+        fail("per-token q_scale, k_scale and v_scale must share one dtype (got "
+             f"{', '.join(str(t.dtype) for t in (q_scale, k_scale, v_scale) if t is not None)})")
+    return {"q": gq, "k": gk, "v": gv}, dq or dk or dv, sq, sk, sv
 
 
 def _scales(lay: _Layout, q_scale, k_scale, v_scale, device):
@@ -363,7 +366,8 @@ def _make_plan(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_
         kernel, lay.q, lay.k, lay.v, o_strides, lay.q_rope, lay.k_rope, None,
         batch=lay.batch, seqlen_q=lay.seqlen_q, seqlen_k=lay.seqlen_k, heads_q=lay.heads_q, heads_k=lay.heads_k,
         total_q=lay.total_q, total_k=lay.total_k, softmax_scale=float(softmax_scale or 0.0),
-        window_left=left, window_right=right, q_scale_strides=scales[2], k_scale_strides=scales[3])
+        window_left=left, window_right=right, q_scale_strides=scales[2], k_scale_strides=scales[3],
+        v_scale_strides=scales[4])
     return plan
 
 
@@ -574,9 +578,9 @@ def attention(
             the last axis); the head dim is then ``dim + rope dim``.
         q_scale, k_scale, v_scale: dequantisation scales: the stored values times the scale are
             the inputs (q, k, v may then be float8_e4m3fn or float8_e5m2; the output defaults to
-            bfloat16). One float32 (per tensor), float32 ``[heads]`` (per head), or for q and k
-            per token ``[batch, heads, seqlen]`` (ragged: ``[heads, total]``) in float32 or
-            bfloat16. Rope columns are not scaled.
+            bfloat16). One float32 (per tensor), float32 ``[heads]`` (per head), or per token
+            ``[batch, heads, seqlen]`` (ragged: ``[heads, total]``) in float32 or bfloat16 (one
+            dtype for all). Rope columns are not scaled.
 
     Returns:
         ``out`` ``[batch, seqlen_q, heads_q, dim_v]`` (or ``[total_q, heads_q, dim_v]``) in q's

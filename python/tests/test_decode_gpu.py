@@ -172,29 +172,36 @@ def test_sixteen_bit_q_beside_an_fp8_cache(seed, q_dtype):
                         k_scale=ks, v_scale=vs)
 
 
-def test_per_token_k_scales_beside_the_pages(seed):
-    """k_scale_layout="cache": per-token K scales [num_pages, page_size, heads_k], as engines keep
-    them with their pages (here a bf16 q and an e4m3 cache with a per-tensor v_scale)."""
+def test_per_token_kv_scales_beside_the_pages(seed):
+    """scale_layout="cache": per-token K and V scales [num_pages, page_size, heads_k], as engines
+    keep them with their pages (vLLM's per-token-head fp8 cache; here with a bf16 q)."""
     lens, tokens, hq, hk, dim, page = [0, 33, 5000], 2, 32, 8, 128, 16
     batch, longest = len(lens), max(lens)
     q = torch.randn(batch, tokens, hq, dim, dtype=torch.bfloat16, device=DEV)
     k8, ks = quantised(torch.randn(batch, longest, hk, dim, device=DEV), torch.float8_e4m3fn, per_token=True)
-    v8, vs = quantised(torch.randn(batch, longest, hk, dim, device=DEV), torch.float8_e4m3fn)
+    v8, vs = quantised(torch.randn(batch, longest, hk, dim, device=DEV), torch.float8_e4m3fn, per_token=True)
     kp, vp, table = paged_cache(k8, v8, lens, page)
-    ks_pages = torch.full(kp.shape[:3], float("nan"), device=DEV)  # each key's scale at its row of the cache
-    by_row = ks.permute(0, 2, 1)                                    # [B, S, Hk]
-    for b, n in enumerate(lens):
-        for i in range((n + page - 1) // page):
-            rows = slice(i * page, min((i + 1) * page, n))
-            ks_pages[int(table[b, i]), :rows.stop - rows.start] = by_row[b, rows]
+
+    def beside_the_pages(scale):  # [B, Hk, S] -> each key's scale at its row of the cache
+        pages = torch.full(kp.shape[:3], float("nan"), device=DEV)
+        by_row = scale.permute(0, 2, 1)
+        for b, n in enumerate(lens):
+            for i in range((n + page - 1) // page):
+                rows = slice(i * page, min((i + 1) * page, n))
+                pages[int(table[b, i]), :rows.stop - rows.start] = by_row[b, rows]
+        return pages
+
     seqlens = torch.tensor(lens, dtype=torch.int32, device=DEV)
-    o = flashjit.decode(q, kp, vp, page_table=table, cache_seqlens=seqlens, causal=True, k_scale=ks_pages,
-                        v_scale=vs, k_scale_layout="cache")
+    o = flashjit.decode(q, kp, vp, page_table=table, cache_seqlens=seqlens, causal=True,
+                        k_scale=beside_the_pages(ks), v_scale=beside_the_pages(vs), scale_layout="cache")
     want, _ = reference(q, dequantised(k8, ks), dequantised(v8, vs), lens, True, None)
     assert rel_error(o, want) < 2e-2, f"seed {seed}: {rel_error(o, want):.3e}"
+    # By position ([batch, heads_k, positions]) the same scales give the same output.
+    o2 = flashjit.decode(q, kp, vp, page_table=table, cache_seqlens=seqlens, causal=True, k_scale=ks, v_scale=vs)
+    assert rel_error(o2, want) < 2e-2, f"seed {seed}: {rel_error(o2, want):.3e}"
     with pytest.raises(flashjit.ArgumentError, match="shaped like the cache's rows"):
         flashjit.decode(q, kp, vp, page_table=table, cache_seqlens=seqlens, k_scale=ks, v_scale=vs,
-                        k_scale_layout="cache")
+                        scale_layout="cache")
 
 
 def test_graph_replays_on_fresh_data(seed):

@@ -152,11 +152,11 @@ def test_k_scales_laid_out_like_the_cache():
     q, _, _, kw = paged_call()
     k, v = meta(100, 16, 8, 128, dtype=f8), meta(100, 16, 8, 128, dtype=f8)
     o = flashjit.decode(q, k, v, k_scale=meta(100, 16, 8, dtype=f32), v_scale=meta(1, dtype=f32),
-                        k_scale_layout="cache", **kw)
+                        scale_layout="cache", **kw)
     assert o.dtype == BF16 and tuple(o.shape) == (4, 1, 32, 128)
     with pytest.raises(flashjit.ArgumentError, match="shaped like the cache's rows"):
         flashjit.decode(q, k, v, k_scale=meta(4, 8, 320, dtype=f32), v_scale=meta(1, dtype=f32),
-                        k_scale_layout="cache", **kw)
+                        scale_layout="cache", **kw)
     with pytest.raises(flashjit.ArgumentError, match="'positions' or 'cache'"):
         flashjit.decode(q, k, v, k_scale=meta(100, 16, 8, dtype=f32), v_scale=meta(1, dtype=f32),
-                        k_scale_layout="pages", **kw)
+                        scale_layout="pages", **kw)

@@ -133,8 +133,11 @@ def test_fp8_inputs_and_their_scales():
     assert flashjit.Config({**problem, "arch": "sm_90a"}).check() == []  # the sm80 family takes it
     per_head = layer._scales(lay, meta(hq, dtype=f32), meta(hk, dtype=f32), meta(hk, dtype=f32), q.device)
     assert per_head[0] == {"q": "per_head", "k": "per_head", "v": "per_head"} and per_head[1] is None
+    per_token_v = layer._scales(lay, None, None, meta(b, hk, sk, dtype=f32), q.device)  # V per token, as K
+    assert per_token_v[0] == {"q": "none", "k": "none", "v": "per_token"} and per_token_v[1] == "fp32"
+    assert per_token_v[4] == (hk * sk, sk)
     with pytest.raises(flashjit.ArgumentError, match="v_scale"):
-        layer._scales(lay, None, None, meta(b, hk, sk, dtype=f32), q.device)  # V takes no per-token scale
+        layer._scales(lay, None, None, meta(b, hk, sk + 1, dtype=f32), q.device)  # not V's shape
     with pytest.raises(flashjit.ArgumentError, match="share one dtype"):
         layer._scales(lay, meta(b, hq, sq, dtype=f32), meta(b, hk, sk, dtype=torch.bfloat16), None, q.device)
     o = flashjit.attention(q, k, v, causal=True, q_scale=meta(1, dtype=f32), k_scale=meta(1, dtype=f32))

@@ -97,9 +97,13 @@ struct AttentionParams {
   // Per-token scales: {batch stride, head stride} in elements.
   long long q_scale_strides[2];
   long long k_scale_strides[2];
-  // Per-token K scales laid out like the cache (scales.k_layout "cache"): their row stride; the
+  // Per-token K scales laid out like the cache (scales.token_layout "cache"): their row stride; the
   // batch (or page) stride and head stride are k_scale_strides.
   long long k_scale_row_stride;
+  // Per-token V scales: {batch (or page) stride, head stride}, and their row stride laid out like
+  // the cache.
+  long long v_scale_strides[2];
+  long long v_scale_row_stride;
 };
 
 }  // namespace flashjit

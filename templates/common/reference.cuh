@@ -3,7 +3,8 @@
 // (strides, ragged batches, masks, GQA, rope tensors, paged caches and cache lengths through the
 // KV policy) and writes fp32 O and the LSE. A key whose page-table entry names no page of the
 // cache makes its row NaN, as in the fast kernels. A shared K/V (latent) cache's V is the first
-// head_dim.v columns of K's rows, dequantised with K's scales (T::kSharedKv).
+// head_dim.v columns of K's rows, dequantised with K's scales (T::kSharedKv). V's per-token
+// scales apply key by key, like K's.
 #pragma once
 
 #include "common/element_traits.cuh"
@@ -54,7 +55,8 @@ __device__ void attention(const AttentionParams& p) {
 
   const Scales<T> scales = Scales<T>::make(p);
   const float q_scale = scales.q.at(b, h, s.q_start, i);
-  const float v_scale = T::kSharedKv ? 1.f : scales.v.at(b, hk, 0, 0);
+  constexpr bool kValueScales = T::kSharedKv || T::kVScale == ScaleKind::kPerToken;  // per key
+  const float v_scale = kValueScales ? 1.f : scales.v.at(b, hk, 0, 0);
   const QElement* q = static_cast<const QElement*>(p.q.ptr) +
                      SeqInfo::offset<T::kVarlen>(p.q, b, s.q_start, i, h);
   for (int d = threadIdx.x; d < kNope; d += kThreads) q_row[d] = to_float(q[d]) * q_scale;
@@ -93,6 +95,7 @@ __device__ void attention(const AttentionParams& p) {
         const float k_scale = scales.key(kv, b, hk, s.k_start, j);
         dot *= k_scale;  // the nope part is quantised; rope is not
         if (T::kSharedKv) key_v_scale = k_scale;
+        else if (kValueScales) key_v_scale = scales.value(kv, b, hk, s.k_start, j);
         if constexpr (T::kHeadDimRope > 0) {
           const RopeElement* krr = static_cast<const RopeElement*>(p.k_rope.ptr) + kr_off[threadIdx.x];
           for (int d = 0; d < T::kHeadDimRope; ++d) dot += q_row[kNope + d] * to_float(krr[d]);

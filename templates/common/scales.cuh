@@ -1,7 +1,7 @@
 // Quantisation scales of Q, K and V (scales.q/k/v): the stored values times the scale are the
 // inputs. per_tensor and per_head scales are fp32; per_token ones are in dtype.scale (fp32 or
 // bf16), laid out [batch, heads, seqlen] with the strides in params (ragged: [heads, total]);
-// per-token K scales may instead lie like the cache's rows (T::kKScaleInCache: scales.k_layout
+// per-token K scales may instead lie like the cache's rows (T::kTokenScalesInCache: scales.token_layout
 // "cache"), read through the KV policy.
 #pragma once
 
@@ -31,32 +31,33 @@ struct TensorScale {
   }
 };
 
-// Whether a kernel's per-token K scales lie like the cache's rows (T::kKScaleInCache, emitted
+// Whether a kernel's per-token K scales lie like the cache's rows (T::kTokenScalesInCache, emitted
 // only where so).
 template <class T, class = void>
-struct KeyScalesInCache {
+struct TokenScalesInCache {
   static constexpr bool value = false;
 };
 template <class T>
-struct KeyScalesInCache<T, VoidOf<decltype(T::kKScaleInCache)>> {
-  static constexpr bool value = T::kKScaleInCache;
+struct TokenScalesInCache<T, VoidOf<decltype(T::kTokenScalesInCache)>> {
+  static constexpr bool value = T::kTokenScalesInCache;
 };
 
 // The scales of one kernel's Q, K and V, from its Traits.
 template <class T>
 struct Scales {
   using S = typename T::ScaleElement;
-  static constexpr bool kKeyScalesInCache = KeyScalesInCache<T>::value;
+  static constexpr bool kTokenScalesInCache = TokenScalesInCache<T>::value;
   TensorScale<T::kQScale, S, T::kVarlen> q;
   TensorScale<T::kKScale, S, T::kVarlen && !T::kPaged> k;  // by position: [batch, heads, position]
-  TensorScale<T::kVScale, float, T::kVarlen> v;
-  long long k_row_stride;  // K scales laid out like the cache: their row stride
+  TensorScale<T::kVScale, S, T::kVarlen && !T::kPaged> v;  // per tensor or head: fp32
+  long long k_row_stride, v_row_stride;  // per-token scales laid out like the cache: their row strides
 
   __device__ __forceinline__ static Scales make(const AttentionParams& p) {
     return Scales{{p.q_scale, p.q_scale_strides[0], p.q_scale_strides[1]},
                   {p.k_scale, p.k_scale_strides[0], p.k_scale_strides[1]},
-                  {p.v_scale, 0, 0},
-                  p.k_scale_row_stride};
+                  {p.v_scale, p.v_scale_strides[0], p.v_scale_strides[1]},
+                  p.k_scale_row_stride,
+                  p.v_scale_row_stride};
   }
 
   // Key j's K scale (of KV head kv_head in entry `batch`, whose ragged keys start at k_start):
@@ -64,12 +65,24 @@ struct Scales {
   // (0 where its page-table entry names no page of the cache).
   template <class Kv>
   __device__ __forceinline__ float key(const Kv& kv, int batch, int kv_head, int k_start, int j) const {
-    if constexpr (kKeyScalesInCache && T::kKScale == ScaleKind::kPerToken) {
+    return of_key<T::kKScale>(k, k_row_stride, kv, batch, kv_head, k_start, j);
+  }
+  // The same for V (per tensor, per head, or per token like K's).
+  template <class Kv>
+  __device__ __forceinline__ float value(const Kv& kv, int batch, int kv_head, int k_start, int j) const {
+    return of_key<T::kVScale>(v, v_row_stride, kv, batch, kv_head, k_start, j);
+  }
+
+ private:
+  template <ScaleKind kKind, class Scale, class Kv>
+  __device__ __forceinline__ static float of_key(const Scale& s, long long row_stride, const Kv& kv, int batch,
+                                                 int kv_head, int k_start, int j) {
+    if constexpr (kTokenScalesInCache && kKind == ScaleKind::kPerToken) {
       bool ok;
-      const i64 off = kv.offset(TensorArg{k.ptr, k.batch_stride, k_row_stride, k.head_stride}, batch, j, kv_head, ok);
-      return ok ? to_float(static_cast<const S*>(k.ptr)[off]) : 0.f;
+      const i64 off = kv.offset(TensorArg{s.ptr, s.batch_stride, row_stride, s.head_stride}, batch, j, kv_head, ok);
+      return ok ? to_float(static_cast<const S*>(s.ptr)[off]) : 0.f;
     } else {
-      return k.at(batch, kv_head, k_start, j);
+      return s.at(batch, kv_head, k_start, j);
     }
   }
 };

@@ -9,6 +9,7 @@
 //   key scales[stages + 1]  per-token K scales (fp32) of each key row, when the config has them:
 //              one slot more than the ring, since the slot written for tile i + stages is not
 //              the one tile i is still reading (i's offsets are done with, its scales are not)
+//   value scales[stages + 1]  per-token V scales of each key row, the same way
 //              (TMA loads, kv_tma: no row offsets; the issuing lanes hold their pages' entries)
 //   merge      after the last tile, from 0 over the above: each warp's fp32 O (16 x dv) and its
 //              rows' running max and sum, which the CTA merges across the warps that split keys
@@ -25,12 +26,14 @@ struct SmemShape {
   int kv_bytes = 2;        // bytes of one K/V element
   bool key_scales = false;  // per-token K scales
   bool kv_tma = false;      // K/V tiles arrive as TMA boxes
+  bool value_scales = false;  // per-token V scales
 };
 
 struct SmemRegions {
   int q_offset, k_offset, k_stage_bytes, v_offset, v_stage_bytes;
   int rows_offset, rows_slot_bytes;
   int key_scale_offset, key_scale_slot_bytes;
+  int value_scale_offset, value_scale_slot_bytes;
   int merge_o_offset, merge_stats_offset;
   int barrier_offset;
   int flag_offset;
@@ -48,7 +51,9 @@ FLASHJIT_HOST_DEVICE constexpr SmemRegions smem_regions(SmemShape s) {
   r.rows_slot_bytes = s.kv_tma ? 0 : s.block_n * 2 * 8;
   r.key_scale_offset = r.rows_offset + s.stages * r.rows_slot_bytes;
   r.key_scale_slot_bytes = s.key_scales ? s.block_n * 4 : 0;
-  const int main_loop = r.key_scale_offset + (s.stages + 1) * r.key_scale_slot_bytes;
+  r.value_scale_offset = r.key_scale_offset + (s.stages + 1) * r.key_scale_slot_bytes;
+  r.value_scale_slot_bytes = s.value_scales ? s.block_n * 4 : 0;
+  const int main_loop = r.value_scale_offset + (s.stages + 1) * r.value_scale_slot_bytes;
   r.merge_o_offset = 0;
   r.merge_stats_offset = s.warps * 16 * s.head_dim_v * 4;
   const int merge = r.merge_stats_offset + s.warps * 16 * 2 * 4;

@@ -72,6 +72,11 @@ struct SplitKvPass : KeyRing<Derived, T> {
   static constexpr int kNT = kKeys / 8, kPSteps = kKeys / 16, kDT = kDV / 8;
   static constexpr bool kFp8 = ElementTraits<E>::kBytes == 1;
   static constexpr bool kKeyScales = T::kKScale == ScaleKind::kPerToken;
+  static constexpr bool kValueScales = T::kVScale == ScaleKind::kPerToken;
+  // Per-token V scales multiply P by each key's scale and this power of two, which keeps P V's
+  // fp16 operand in its precise range (an e4m3 scale is about amax / 448, an e5m2 one amax /
+  // 57344); O takes kValueFactor / kTokenPFactor.
+  static constexpr float kTokenPFactor = SameType<E, e5m2_t>::value ? 65536.f : 256.f;
   using QE = typename QElementOf<T>::type;  // E, or a 16-bit Q beside an fp8 cache
   using QTile = SmemTile<kBM, kDQK>;
   using Ops = KvOperands<E, QTile, kBN, kDQK, kDV>;
@@ -81,7 +86,7 @@ struct SplitKvPass : KeyRing<Derived, T> {
   static constexpr int kChunkElems = ElementTraits<E>::kChunkElems;  // per 16-byte cp.async
   using Softmax = sm80::OnlineSoftmax<1, kThreads, false>;
   static constexpr SmemRegions kR =
-      smem_regions({kBM, kBN, kDQK, kDV, kWarps, kStages, int(sizeof(E)), kKeyScales, T::kTmaKv});
+      smem_regions({kBM, kBN, kDQK, kDV, kWarps, kStages, int(sizeof(E)), kKeyScales, T::kTmaKv, kValueScales});
 
   static_assert(T::kThreads == kThreads, "threads");
   static_assert(kR.total == T::kSmemBytes, "host and device disagree on the shared-memory size");
@@ -128,11 +133,19 @@ struct SplitKvPass : KeyRing<Derived, T> {
     return reinterpret_cast<float*>(smem + kR.key_scale_offset + ((n - n_begin) % (kStages + 1)) * kR.key_scale_slot_bytes);
   }
 
-  // The ring's hooks (key_ring.cuh): each key row's second offset is V's; per-token K scales
-  // go beside the row offsets.
+  // Per-token V scales of the tile `n`, the same way.
+  __device__ __forceinline__ float* value_scale_slot(int n) const {
+    return reinterpret_cast<float*>(smem + kR.value_scale_offset +
+                                    ((n - n_begin) % (kStages + 1)) * kR.value_scale_slot_bytes);
+  }
+
+  // The ring's hooks (key_ring.cuh): each key row's second offset is V's; per-token K and V
+  // scales go beside the row offsets.
   __device__ __forceinline__ const TensorArg& second_tensor() const { return p.v; }
   __device__ __forceinline__ void row_written(int n, int r, int j) const {
     if constexpr (kKeyScales) key_scale_slot(n)[r] = j < kv.seqlen_k ? scales.key(kv, b, hk, seq.k_start, j) : 0.f;
+    if constexpr (kValueScales)
+      value_scale_slot(n)[r] = j < kv.seqlen_k ? scales.value(kv, b, hk, seq.k_start, j) : 0.f;
   }
   __device__ __forceinline__ void tile_arrived(int) const {}
   // After the last tile's math was issued (the wgmma pass waits for it here).
@@ -250,6 +263,17 @@ struct SplitKvPass : KeyRing<Derived, T> {
     }
     if (n >= n_unmasked_hi || n < n_unmasked_lo) this->mask_scores(s, n * kBN + kKeys * wn);
     softmax.update(s, acc_o, score_scale_log2);
+    if constexpr (kValueScales) {  // after the row sums: V's per-token scales go into P
+      const float* vs = value_scale_slot(n) + kKeys * wn + 2 * t;
+#pragma unroll
+      for (int j = 0; j < kNT; ++j) {
+        const float2 f = *reinterpret_cast<const float2*>(vs + 8 * j);
+        s[0][j][0] *= f.x * kTokenPFactor;
+        s[0][j][1] *= f.y * kTokenPFactor;
+        s[0][j][2] *= f.x * kTokenPFactor;
+        s[0][j][3] *= f.y * kTokenPFactor;
+      }
+    }
     u32 pa[1][kPSteps][4];
 #pragma unroll
     for (int kk = 0; kk < kPSteps; ++kk) {
@@ -299,7 +323,7 @@ struct SplitKvPass : KeyRing<Derived, T> {
 
     const float scale_log2 = score_scale_log2;
     const float score_scale = score_scale_log2 * 0.6931471805599453f;  // natural-log units
-    const float v_factor = scales.v.at(b, hk, 0, 0) * Ops::kValueFactor;
+    const float v_factor = Ops::kValueFactor * (kValueScales ? 1.f / kTokenPFactor : scales.v.at(b, hk, 0, 0));
     const float* all_o = reinterpret_cast<const float*>(smem + kR.merge_o_offset);
     const float* all_stats = reinterpret_cast<const float*>(smem + kR.merge_stats_offset);
     constexpr int kChunks = kDV / 8;

@@ -141,7 +141,7 @@ struct Forward {
       const int j = row0 + r;
       if (j >= f->seq.seqlen_k) return {nullptr, 0.f};
       const float scale = kScale == 1 ? f->scales.key(f->kv, f->b, f->b_kv_head, f->seq.k_start, j)
-                          : kScale == 2 ? f->scales.v.at(f->b, f->b_kv_head, 0, 0)
+                          : kScale == 2 ? f->scales.value(f->kv, f->b, f->b_kv_head, f->seq.k_start, j)
                                         : 1.f;
       if constexpr (T::kPaged) {
         bool ok;

@@ -207,8 +207,14 @@ TEST(Config, ScaleDtypeOnlyWithPerTokenScales) {
   k["scales"] = {{"q", "per_token"}};
   EXPECT_TRUE(has_issue(issues_of(k), "dtype.scale"));
   json v = base();
-  v["scales"] = {{"v", "per_token"}};
-  EXPECT_TRUE(has_issue(issues_of(v), "scales.v"));
+  v["scales"] = {{"v", "per_token"}};  // per-token V scales need their type too
+  EXPECT_TRUE(has_issue(issues_of(v), "dtype.scale"));
+  EXPECT_FALSE(has_issue(issues_of(v), "scales.v"));
+  json layout = base();
+  layout["scales"] = {{"k", "per_head"}, {"token_layout", "cache"}};  // a layout of per-token scales only
+  EXPECT_TRUE(has_issue(issues_of(layout), "scales.token_layout"));
+  layout["scales"]["token_layout"] = "pages";
+  EXPECT_TRUE(has_issue(issues_of(layout), "scales.token_layout"));
 }
 
 TEST(Config, PageSizeRules) {

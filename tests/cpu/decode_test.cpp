@@ -564,7 +564,7 @@ TEST(DecodePlan, BadArgumentsAreNamed) {
 
 // Every tile the family picks by itself compiles without spills, paged or not, on the targets
 // the CI builds for.
-// Per-token K scales laid out like the cache's rows (scales.k_layout "cache": [num_pages,
+// Per-token K scales laid out like the cache's rows (scales.token_layout "cache": [num_pages,
 // page_size, heads_k] paged, as engines keep them beside their pages): the rule, the kernel's
 // trait, the default strides and given ones, and compiles for the decode and sm80 families.
 TEST(DecodePlan, PerTokenKeyScalesLaidOutLikeTheCache) {
@@ -572,10 +572,10 @@ TEST(DecodePlan, PerTokenKeyScalesLaidOutLikeTheCache) {
   c.kv_layout = {true, 16};
   c.dtype = {DType::e4m3, DType::bf16, std::nullopt, DType::fp32};
   c.scales = {ScaleGranularity::none, ScaleGranularity::per_token, ScaleGranularity::per_tensor};
-  c.scales.k_layout = ScaleLayout::cache;
+  c.scales.token_layout = ScaleLayout::cache;
   Planned p = planned(c, 2, 1, 1000, 8);
-  EXPECT_NE(p.source.unit.find("kKScaleInCache = true"), std::string::npos);
-  EXPECT_EQ(nlohmann::json::parse(canonical_json(p.config))["scales"]["k_layout"], "cache");
+  EXPECT_NE(p.source.unit.find("kTokenScalesInCache = true"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(canonical_json(p.config))["scales"]["token_layout"], "cache");
   const void* data = reinterpret_cast<const void*>(uintptr_t(1) << 20);
   p.args.k_scale.data = p.args.v_scale.data = data;
   LaunchPlan plan = plan_of(p);
@@ -591,18 +591,46 @@ TEST(DecodePlan, PerTokenKeyScalesLaidOutLikeTheCache) {
   EXPECT_EQ(plan.params.k_scale_strides[1], 0);
   // By position (the default) a row stride is refused by name.
   Config by_position = c;
-  by_position.scales.k_layout = ScaleLayout::positions;
+  by_position.scales.token_layout = ScaleLayout::positions;
   Planned q = planned(by_position, 2, 1, 1000, 8);
   q.args.k_scale.data = q.args.v_scale.data = data;
   q.args.k_scale.row_stride = 8;
   expect_refused(q, "args.k_scale.row_stride is set");
-  EXPECT_EQ(generate(q.config).unit.find("kKScaleInCache"), std::string::npos);
-  EXPECT_FALSE(nlohmann::json::parse(canonical_json(q.config))["scales"].contains("k_layout"));
-  // Only per-token K scales have a layout.
+  EXPECT_EQ(generate(q.config).unit.find("kTokenScalesInCache"), std::string::npos);
+  EXPECT_FALSE(nlohmann::json::parse(canonical_json(q.config))["scales"].contains("token_layout"));
+  // Only per-token K and V scales have a layout.
   Config bad = c;
   bad.scales.k = ScaleGranularity::per_tensor;
   bad.dtype.scale.reset();
-  EXPECT_EQ(issue_paths(bad), std::set<std::string>{"scales.k_layout"});
+  EXPECT_EQ(issue_paths(bad), std::set<std::string>{"scales.token_layout"});
+  // Per-token V scales (vLLM's per-token-head fp8 cache: K and V both), by position or beside
+  // the pages: a slot of the tile's V scales beside K's in shared memory; the sm90 family
+  // refuses them by name.
+  Config kv = c;
+  kv.scales.v = ScaleGranularity::per_token;
+  const Config rkv = resolve(kv);
+  EXPECT_EQ(*rkv.tuning.family, Family::decode);
+  EXPECT_EQ(*rkv.tuning.kv_loads, KvLoads::cp_async);  // their slots ride with the gathers
+  EXPECT_EQ(generate(rkv).launch.smem_bytes - generate(resolve(c)).launch.smem_bytes,
+            (*rkv.tuning.num_kv_stages + 1) * *rkv.tuning.BN * 4);
+  Planned pkv = planned(kv, 2, 1, 1000, 8);
+  pkv.args.k_scale.data = pkv.args.v_scale.data = data;
+  pkv.args.v_scale.row_stride = 24;
+  const LaunchPlan kv_plan = plan_of(pkv);
+  EXPECT_EQ(kv_plan.params.v_scale_row_stride, 24);
+  EXPECT_EQ(kv_plan.params.v_scale_strides[0], 16 * 8);
+  Config only_v = kv;
+  only_v.scales.k = ScaleGranularity::per_tensor;  // the layout of V's alone
+  EXPECT_TRUE(check_config(only_v).empty());
+  Config unscaled_type = kv;
+  unscaled_type.dtype.scale.reset();
+  EXPECT_EQ(issue_paths(unscaled_type), std::set<std::string>{"dtype.scale"});
+  Config hopper = kv;
+  hopper.tuning = Tuning{};
+  hopper.tuning.family = Family::sm90;
+  hopper.kv_layout = {};
+  hopper.scales = {ScaleGranularity::per_tensor, ScaleGranularity::per_head, ScaleGranularity::per_token};
+  EXPECT_EQ(issue_paths(hopper), std::set<std::string>{"scales.v"});
   // The decode family (GQA and latent caches), the sm80 family (chunked prefill against a paged
   // cache) and the reference compile with it.
   Config latent = c;
@@ -614,7 +642,9 @@ TEST(DecodePlan, PerTokenKeyScalesLaidOutLikeTheCache) {
   Config prefill = c;
   prefill.tuning = Tuning{};
   prefill.tuning.family = Family::sm80;
-  for (const Config& k : {c, latent, prefill}) {
+  Config prefill_kv = prefill;
+  prefill_kv.scales.v = ScaleGranularity::per_token;
+  for (const Config& k : {c, latent, prefill, kv, prefill_kv}) {
     const CompiledKernel kernel = compile(generate(resolve(k)));
     EXPECT_EQ(kernel.report.spill_stores, 0) << canonical_json(k) << "\n" << kernel.log;
     EXPECT_NO_THROW(compile(generate_reference(k)));

@@ -40,14 +40,14 @@ struct DecodeCase {
   int warpgroups = -1, stages = 0;         // tuning.consumer_warpgroups (-1: auto), num_kv_stages (0: auto)
   std::optional<KvLoads> loads = {};       // tuning.kv_loads (unset: auto)
   std::optional<DType> q_dtype = {};       // dtype.q: a 16-bit Q beside an fp8 cache
-  ScaleLayout k_layout = ScaleLayout::positions;  // per-token K scales' layout
+  ScaleLayout token_layout = ScaleLayout::positions;  // per-token K scales' layout
 };
 void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.label; }
 
 // `c` with its per-token K scales laid out like the cache's rows.
 template <class Case>
 Case scales_in_cache(Case c) {
-  c.k_layout = ScaleLayout::cache;
+  c.token_layout = ScaleLayout::cache;
   return c;
 }
 
@@ -77,7 +77,7 @@ Config decode_config(const DecodeCase& k) {
   c.dtype = {k.dtype, fp8 ? DType::bf16 : k.dtype, std::nullopt, k.scale_dtype};
   c.dtype.q = k.q_dtype;
   c.scales = {k.q_scale, k.k_scale, k.v_scale};
-  c.scales.k_layout = k.k_layout;
+  c.scales.token_layout = k.token_layout;
   c.head_dim = {k.d, k.d, 0};
   c.group = k.group;
   c.mask = k.mask;
@@ -204,9 +204,17 @@ const std::vector<DecodeCase>& decode_cases() {
       with_q({"e4m3_d128_g4_q1_page64_fp16_q_per_token_k", DType::e4m3, 128, 4, 1, 64, Mask::none, false, 0, 0, 0,
               G::none, G::per_token, G::per_head, DType::fp32},
              DType::fp16),
-      // Per-token K scales laid out like the cache's rows (scales.k_layout "cache").
+      // Per-token K scales laid out like the cache's rows (scales.token_layout "cache").
       scales_in_cache(DecodeCase{"e4m3_d128_g4_q4_page16_causal_per_token_k_in_cache", DType::e4m3, 128, 4, 4, 16,
                                  Mask::causal, false, 0, 0, 0, G::per_token, G::per_token, G::per_head, DType::fp32}),
+      // Per-token V scales too (vLLM's per-token-head fp8 cache), beside the pages and by position.
+      scales_in_cache(with_q({"e4m3_d128_g8_q1_page16_bf16_q_per_token_kv_in_cache", DType::e4m3, 128, 8, 1, 16,
+                              Mask::none, false, 0, 0, 0, G::none, G::per_token, G::per_token, DType::fp32},
+                             DType::bf16)),
+      {"e4m3_d128_g4_q4_page64_causal_per_token_kv_seven_splits", DType::e4m3, 128, 4, 4, 64, Mask::causal, false, 7, 0,
+       0, G::per_token, G::per_token, G::per_token, DType::bf16},
+      {"e5m2_d64_g2_q2_page1_per_token_v_by_position", DType::e5m2, 64, 2, 2, 1, Mask::causal, false, 0, 0, 0,
+       G::per_tensor, G::per_head, G::per_token, DType::fp32},
       scales_in_cache(DecodeCase{"e4m3_d128_g8_q1_contiguous_varlen_per_token_k_in_cache_bf16", DType::e4m3, 128, 8, 1,
                                  0, Mask::none, true, 0, 0, 0, G::none, G::per_token, G::none, DType::bf16}),
       scales_in_cache(with_q({"e4m3_d128_g8_q2_page64_bf16_q_per_token_k_in_cache", DType::e4m3, 128, 8, 2, 64,
@@ -285,7 +293,7 @@ struct LatentCase {
   std::optional<DType> scale_dtype = {};
   DType rope_dtype = DType::bf16;
   std::optional<DType> q_dtype = {};  // dtype.q: a 16-bit Q beside an fp8 cache
-  ScaleLayout k_layout = ScaleLayout::positions;  // per-token K scales' layout
+  ScaleLayout token_layout = ScaleLayout::positions;  // per-token K scales' layout
 };
 void PrintTo(const LatentCase& c, std::ostream* os) { *os << c.label; }
 
@@ -318,7 +326,7 @@ Config latent_config(const LatentCase& k) {
     c.dtype = {k.dtype, DType::bf16, k.rope ? std::optional<DType>(k.rope_dtype) : std::nullopt, k.scale_dtype};
     c.scales = {k.q_scale, k.k_scale, ScaleGranularity::none};
     c.dtype.q = k.q_dtype;
-    c.scales.k_layout = k.k_layout;
+    c.scales.token_layout = k.token_layout;
   }
   if (k.bm) c.tuning.BM = k.bm;
   if (k.warps) c.tuning.num_warps = k.warps;

@@ -79,6 +79,9 @@ const std::vector<Fp8Case>& fp8_cases() {
        Mask::sliding_window, 1, true},
       {"e5m2_per_token", DType::e5m2, G::per_token, G::per_tensor, G::none, DType::fp32, 128, 128, 0, {}, Mask::causal,
        4, true},
+      // Per-token V scales (K and V per token and head, as vLLM's per-token-head fp8 cache).
+      {"e4m3_per_token_kv", DType::e4m3, G::per_tensor, G::per_token, G::per_token, DType::fp32, 128, 128, 0, {},
+       Mask::causal, 4, true},
       {"mla_e4m3_nope_bf16_rope", DType::e4m3, G::per_token, G::per_token, G::per_tensor, DType::bf16, 192, 128, 64,
        DType::bf16, Mask::causal, 1, true},
       {"mla_e4m3_nope_fp16_rope_gqa", DType::e4m3, G::per_head, G::per_head, G::none, {}, 192, 128, 64, DType::fp16,

@@ -1,7 +1,7 @@
 // Prefill against a paged KV cache (chunked prefill, prefix caching): the sm80 family's row
 // gathers at every page-size class, with cache lengths and ragged query chunks, against the fp32
-// reference; cache lengths on a contiguous cache; an fp8 cache with per-token K scales beside its
-// pages (scales.k_layout "cache").
+// reference; cache lengths on a contiguous cache; an fp8 cache with per-token K and V scales
+// beside its pages (scales.token_layout "cache").
 #include "gpu_test_support.hpp"
 
 #include "runtime/device.hpp"
@@ -17,7 +17,7 @@ struct PagedCase {
   Mask mask;
   bool varlen;
   int group;
-  bool fp8_cache_scales = false;  // e4m3, per-token K scales laid out like the cache (scales.k_layout)
+  bool fp8_cache_scales = false;  // e4m3, per-token K and V scales laid out like the cache (scales.token_layout)
 };
 void PrintTo(const PagedCase& c, std::ostream* os) { *os << c.label; }
 
@@ -37,8 +37,8 @@ TEST_P(PagedPrefill, MatchesReference) {
   c.tuning.family = Family::sm80;
   if (k.fp8_cache_scales) {
     c.dtype = {DType::e4m3, DType::bf16, std::nullopt, DType::fp32};
-    c.scales = {ScaleGranularity::per_tensor, ScaleGranularity::per_token, ScaleGranularity::per_head};
-    c.scales.k_layout = ScaleLayout::cache;
+    c.scales = {ScaleGranularity::per_tensor, ScaleGranularity::per_token, ScaleGranularity::per_token};
+    c.scales.token_layout = ScaleLayout::cache;
   }
   auto kernel = get_kernel(c);
   ProblemShape s;
@@ -73,7 +73,7 @@ INSTANTIATE_TEST_SUITE_P(
                       PagedCase{"d192_rope64_page64_causal_varlen", 192, 64, 64, Mask::causal, true, 4},
                       PagedCase{"d256_page32_none", 256, 0, 32, Mask::none, false, 2},
                       PagedCase{"d128_contiguous_cache_lens", 128, 0, 0, Mask::causal, false, 4},
-                      PagedCase{"e4m3_d128_page16_causal_varlen_k_scales_in_cache", 128, 0, 16, Mask::causal, true, 4,
+                      PagedCase{"e4m3_d128_page16_causal_varlen_kv_scales_in_cache", 128, 0, 16, Mask::causal, true, 4,
                                 true}),
     [](const ::testing::TestParamInfo<PagedCase>& info) { return std::string(info.param.label); });
 
