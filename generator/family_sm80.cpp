@@ -51,10 +51,6 @@ class Sm80Family final : public KernelFamily {
   Family id() const override { return Family::sm80; }
 
   std::optional<ConfigIssue> unsupported(const Config& c, const ArchInfo&) const override {
-    if (c.dtype.q && *c.dtype.q != c.dtype.qkv)
-      return ConfigIssue{"dtype.q", std::string("\"") + to_string(*c.dtype.q) + "\"",
-                         "the sm80 family reads Q in dtype.qkv; a 16-bit Q beside an fp8 cache runs on the decode "
-                         "family (tuning.max_seqlen_q, a decode step)"};
 
     if (c.head_dim.qk > 256)
       return ConfigIssue{"head_dim.qk", std::to_string(c.head_dim.qk),

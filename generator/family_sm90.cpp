@@ -96,7 +96,7 @@ class Sm90Family final : public KernelFamily {
     if (c.dtype.q && *c.dtype.q != c.dtype.qkv)
       return ConfigIssue{"dtype.q", std::string("\"") + to_string(*c.dtype.q) + "\"",
                          "the sm90 family reads Q in dtype.qkv; a 16-bit Q beside an fp8 cache runs on the decode "
-                         "family (tuning.max_seqlen_q, a decode step)"};
+                         "and sm80 families"};
     if (!arch.has_wgmma())
       return ConfigIssue{"arch", "\"" + arch.name + "\"",
                          "the sm90 family needs the sm_90a target (wgmma, setmaxnreg)"};

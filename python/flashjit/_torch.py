@@ -133,9 +133,10 @@ def _layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q_r
     for name, t in (("k", k), ("v", v), ("q_rope", q_rope), ("k_rope", k_rope)):
         if t is not None and t.device != q.device:
             _fail(f"{name} is on {t.device}, q on {q.device}")
-    if q.dtype not in _INPUT_NAMES or k.dtype != q.dtype or v.dtype != q.dtype:
-        _fail(f"q, k and v must share one dtype: bfloat16, float16, float8_e4m3fn or float8_e5m2 "
-              f"(got {q.dtype}, {k.dtype}, {v.dtype})")
+    own_q = k.dtype in _FP8_NAMES and q.dtype in _DTYPE_NAMES  # a 16-bit q beside fp8 k and v (dtype.q)
+    if k.dtype not in _INPUT_NAMES or v.dtype != k.dtype or (q.dtype != k.dtype and not own_q):
+        _fail(f"q, k and v must share one dtype: bfloat16, float16, float8_e4m3fn or float8_e5m2, or q "
+              f"bfloat16 / float16 beside fp8 k and v (got {q.dtype}, {k.dtype}, {v.dtype})")
 
     lay.dim_rope = 0
     lay.q_rope = lay.k_rope = None
@@ -239,12 +240,17 @@ def _scales(lay: _Layout, q_scale, k_scale, v_scale, device):
                              (lay.varlen, lay.varlen), device)
 
 
-def _problem(lay: _Layout, dtype, out_dtype, rope_dtype, mask: str, return_lse: bool, scales=_NO_SCALES) -> dict:
+def _problem(lay: _Layout, dtype, out_dtype, rope_dtype, mask: str, return_lse: bool, scales=_NO_SCALES,
+             q_dtype=None) -> dict:
+    """`dtype` is k's and v's; `q_dtype` q's where it differs (a 16-bit q beside fp8 k and v)."""
     qkv = _INPUT_NAMES[dtype]
+    types = {"qkv": qkv, "out": _DTYPE_NAMES[out_dtype],
+             "rope": None if rope_dtype is None or _DTYPE_NAMES[rope_dtype] == qkv else _DTYPE_NAMES[rope_dtype],
+             "scale": scales[1]}
+    if q_dtype is not None and q_dtype != dtype:
+        types["q"] = _DTYPE_NAMES[q_dtype]
     return {
-        "dtype": {"qkv": qkv, "out": _DTYPE_NAMES[out_dtype],
-                  "rope": None if rope_dtype is None or _DTYPE_NAMES[rope_dtype] == qkv else _DTYPE_NAMES[rope_dtype],
-                  "scale": scales[1]},
+        "dtype": types,
         "scales": scales[0],
         "head_dim": {"qk": lay.dim_qk + lay.dim_rope, "v": lay.dim_v, "rope": lay.dim_rope},
         "group": lay.heads_q // lay.heads_k,
@@ -356,7 +362,8 @@ def _make_plan(q, k, v, causal, window, softmax_scale, cu_seqlens_q, cu_seqlens_
     plan.dense = (not return_lse and cu_seqlens_q is None and cu_seqlens_k is None and q_rope is None
                   and q_scale is None and k_scale is None and v_scale is None)
     scales = _scales(lay, q_scale, k_scale, v_scale, q.device)
-    problem = _problem(lay, q.dtype, plan.o_dtype, None if q_rope is None else q_rope.dtype, mask, return_lse, scales)
+    problem = _problem(lay, k.dtype, plan.o_dtype, None if q_rope is None else q_rope.dtype, mask, return_lse, scales,
+                       q.dtype)
     pinned = _pinned(config_key)
     config = _merged(problem, pinned, _device_arch(q.device) if pinned is not None else "native")
     kernel = _core.load_kernel(config, max(1, lay.seqlen_k), plan.index)

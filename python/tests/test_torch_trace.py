@@ -213,3 +213,10 @@ def test_torch_compile_of_cuda_tensors_traces_the_op():
     assert o.shape == (1, 8, 2, 64) and o.device.type == "cuda"
     (call,) = recorder.op_calls()
     assert json.loads(call.args[14]) == {"tuning": {"BN": 64}}
+
+
+def test_sixteen_bit_q_beside_fp8_k_and_v():
+    f8, f32 = torch.float8_e4m3fn, torch.float32
+    q, k, v = meta(2, 7, 8, 128), meta(2, 9, 2, 128, dtype=f8), meta(2, 9, 2, 128, dtype=f8)
+    o = flashjit.attention(q, k, v, causal=True, k_scale=meta(2, 2, 9, dtype=f32), v_scale=meta(2, 2, 9, dtype=f32))
+    assert o.dtype == BF16 and tuple(o.shape) == (2, 7, 8, 128)

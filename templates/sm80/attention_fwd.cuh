@@ -91,7 +91,9 @@ struct Forward {
   // another type go through the converting loads (tile_io.cuh); 16-bit inputs as they are take
   // cp.async.
   static constexpr bool kRopeConverts = T::kHeadDimRope > 0 && !SameType<RE, CE>::value;
-  static constexpr bool kConvertQ = !SameType<E, CE>::value || T::kQScale != ScaleKind::kNone || kRopeConverts;
+  using QE = typename QElementOf<T>::type;  // E, or a 16-bit Q beside an fp8 cache (dtype.q)
+  static constexpr bool kConvertQ = !SameType<QE, CE>::value || !SameType<QE, RE>::value ||
+                                    T::kQScale != ScaleKind::kNone || kRopeConverts;
   static constexpr bool kConvertK = !SameType<E, CE>::value || T::kKScale != ScaleKind::kNone || kRopeConverts;
   static constexpr bool kConvertV = !SameType<E, CE>::value || T::kVScale != ScaleKind::kNone;
 
@@ -108,7 +110,8 @@ struct Forward {
   mutable bool bad_page;  // this thread met a page-table entry outside the cache
   Scales<T> scales;
   int q_rows;
-  GmemRows<E> gq, gk, gv;
+  GmemRows<QE> gq;
+  GmemRows<E> gk, gv;
   GmemRows<RE> gq_rope, gk_rope;
   LanePart lq, lk, lv;  // this lane's ldmatrix addresses in Q, K stage 0, V stage 0
   float acc_o[kMT][kDT][4];
@@ -264,7 +267,7 @@ struct Forward {
 
   __device__ __forceinline__ void main_loop() {
     if constexpr (kConvertQ)
-      convert_tile<QTile, kThreads, Sh::kNope, CE>(smem_base + u32(L::kQ), QRows<E, true>{this, gq},
+      convert_tile<QTile, kThreads, Sh::kNope, CE>(smem_base + u32(L::kQ), QRows<QE, true>{this, gq},
                                                    QRows<RE, false>{this, gq_rope}, tid);
     else
       load_tile<QTile, kThreads, Sh::kNope>(smem_base + u32(L::kQ), gq, gq_rope, q_rows, tid);
@@ -370,7 +373,7 @@ struct Forward {
     warp_row0 = warp * Sh::kWarpRows;
 
     // ---- global tensors ----------------------------------------------------------------------
-    gq = {static_cast<const E*>(p.q.ptr) + SeqInfo::offset<kVarlen>(p.q, b, seq.q_start, m0, h), p.q.row_stride};
+    gq = {static_cast<const QE*>(p.q.ptr) + SeqInfo::offset<kVarlen>(p.q, b, seq.q_start, m0, h), p.q.row_stride};
     gq_rope = {nullptr, 0};
     gk = {static_cast<const E*>(p.k.ptr) + SeqInfo::offset<kVarlen>(p.k, b, seq.k_start, 0, hk),
           p.k.row_stride};

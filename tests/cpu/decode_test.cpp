@@ -369,13 +369,19 @@ TEST(DecodeFamily, SixteenBitQueriesBesideAnFp8Cache) {
   bad = c;
   bad.scales.q = ScaleGranularity::per_tensor;  // a 16-bit Q is not quantised
   EXPECT_EQ(issue_paths(bad), std::set<std::string>{"scales.q"});
-  for (Family f : {Family::sm80, Family::sm90}) {
-    bad = c;
-    bad.tuning = Tuning{};
-    bad.tuning.family = f;
-    bad.head_dim = {128, 128, 0};
-    EXPECT_EQ(issue_paths(bad), std::set<std::string>{"dtype.q"}) << to_string(f);
-  }
+  bad = c;
+  bad.tuning = Tuning{};
+  bad.tuning.family = Family::sm90;  // the sm90 family reads Q in dtype.qkv
+  bad.kv_layout = {};
+  EXPECT_EQ(issue_paths(bad), std::set<std::string>{"dtype.q"});
+  Config prefill = c;  // the sm80 family converts it on load (chunked prefill against the cache)
+  prefill.tuning = Tuning{};
+  prefill.tuning.family = Family::sm80;
+  EXPECT_TRUE(check_config(prefill).empty());
+  Config prefill_rope = prefill;  // beside fp8 nope columns and a bf16 rope part
+  prefill_rope.head_dim = {192, 128, 64};
+  prefill_rope.dtype.rope = DType::bf16;
+  prefill_rope.dtype.q = DType::fp16;
   // It compiles, without spills, for every target, with per-token K scales too (and a latent
   // cache's mma.sync pass).
   Config latent = c;
@@ -386,7 +392,7 @@ TEST(DecodeFamily, SixteenBitQueriesBesideAnFp8Cache) {
   latent.tuning.max_seqlen_q = 1;
   latent.scales.v = ScaleGranularity::none;  // V takes K's scale
   for (const char* arch : {"sm_80", "sm_90a", "sm_100a"})
-    for (Config k : {c, latent}) {
+    for (Config k : {c, latent, prefill, prefill_rope}) {
       k.arch = arch;
       k.dtype.scale = DType::fp32;
       k.scales.k = ScaleGranularity::per_token;

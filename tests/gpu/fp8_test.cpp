@@ -29,6 +29,7 @@ struct Fp8Case {
   bool varlen;
   Family family = Family::sm80;
   int bn = 0;  // 0: the family's choice
+  std::optional<DType> q_dtype = {};  // dtype.q: a 16-bit Q beside fp8 K and V
 };
 void PrintTo(const Fp8Case& c, std::ostream* os) { *os << c.label; }
 
@@ -38,6 +39,7 @@ Config fp8_config(const Fp8Case& k) {
   c.dtype = {k.dtype, DType::bf16, k.rope_dtype, k.scale_dtype};
   c.head_dim = {k.qk, k.dv, k.rope};
   c.scales = {k.q, k.k, k.v};
+  c.dtype.q = k.q_dtype;
   c.mask = k.mask;
   c.group = k.group;
   c.varlen = k.varlen;
@@ -82,6 +84,11 @@ const std::vector<Fp8Case>& fp8_cases() {
       // Per-token V scales (K and V per token and head, as vLLM's per-token-head fp8 cache).
       {"e4m3_per_token_kv", DType::e4m3, G::per_tensor, G::per_token, G::per_token, DType::fp32, 128, 128, 0, {},
        Mask::causal, 4, true},
+      // A 16-bit Q beside fp8 K and V (dtype.q), converted on load; with a bf16 rope part.
+      {"e4m3_bf16_q_per_token_k", DType::e4m3, G::none, G::per_token, G::per_tensor, DType::bf16, 128, 128, 0, {},
+       Mask::causal, 2, false, Family::sm80, 0, DType::bf16},
+      {"mla_e4m3_nope_fp16_q_bf16_rope", DType::e4m3, G::none, G::per_head, G::per_head, {}, 192, 128, 64, DType::bf16,
+       Mask::causal, 4, true, Family::sm80, 0, DType::fp16},
       {"mla_e4m3_nope_bf16_rope", DType::e4m3, G::per_token, G::per_token, G::per_tensor, DType::bf16, 192, 128, 64,
        DType::bf16, Mask::causal, 1, true},
       {"mla_e4m3_nope_fp16_rope_gqa", DType::e4m3, G::per_head, G::per_head, G::none, {}, 192, 128, 64, DType::fp16,
