@@ -1,8 +1,8 @@
 // Quantisation scales of Q, K and V (scales.q/k/v): the stored values times the scale are the
 // inputs. per_tensor and per_head scales are fp32; per_token ones are in dtype.scale (fp32 or
 // bf16), laid out [batch, heads, seqlen] with the strides in params (ragged: [heads, total]);
-// per-token K scales may instead lie like the cache's rows (T::kTokenScalesInCache: scales.token_layout
-// "cache"), read through the KV policy.
+// per-token K and V scales may instead lie like the cache's rows (T::kTokenScalesInCache:
+// scales.token_layout "cache"), read through the KV policy.
 #pragma once
 
 #include "common/element_traits.cuh"
@@ -31,8 +31,8 @@ struct TensorScale {
   }
 };
 
-// Whether a kernel's per-token K scales lie like the cache's rows (T::kTokenScalesInCache, emitted
-// only where so).
+// Whether a kernel's per-token K and V scales lie like the cache's rows (T::kTokenScalesInCache,
+// emitted only where so).
 template <class T, class = void>
 struct TokenScalesInCache {
   static constexpr bool value = false;
@@ -49,7 +49,7 @@ struct Scales {
   static constexpr bool kTokenScalesInCache = TokenScalesInCache<T>::value;
   TensorScale<T::kQScale, S, T::kVarlen> q;
   TensorScale<T::kKScale, S, T::kVarlen && !T::kPaged> k;  // by position: [batch, heads, position]
-  TensorScale<T::kVScale, S, T::kVarlen && !T::kPaged> v;  // per tensor or head: fp32
+  TensorScale<T::kVScale, S, T::kVarlen && !T::kPaged> v;  // per tensor or head fp32, per token S
   long long k_row_stride, v_row_stride;  // per-token scales laid out like the cache: their row strides
 
   __device__ __forceinline__ static Scales make(const AttentionParams& p) {

@@ -77,4 +77,13 @@ FLASHJIT_HOST_DEVICE constexpr LatentRegions latent_regions(LatentShape s) {
   return r;
 }
 
+// An fp8 latent cache on mma.sync (latent_split.cuh): the chunk (16 columns, one k-step of the
+// nope part, or 8 of the rope part's) that warp wn of warps_n reads as chunk h of its j-th
+// ldmatrix pair. The pair's chunks sit at 2 warps_n j in every warp's addressing and the lane
+// address XORs 2 wn into the chunk bits within a 128-byte panel, so K's ldmatrix reads this
+// chunk and Q's fragments are loaded from the same one.
+FLASHJIT_HOST_DEVICE constexpr int fp8_latent_chunk(int j, int h, int wn, int warps_n) {
+  return ((2 * warps_n * j) ^ (2 * wn)) + h;
+}
+
 }  // namespace flashjit::decode

@@ -96,12 +96,12 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
       for (int j = 0; j < kNopeSteps / 2; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int c = ((2 * kWarpsN * j) ^ (2 * wn)) + h;
+          const int c = fp8_latent_chunk(j, h, wn, kWarpsN);  // as K's ldmatrix reads it
           sm80::ldmatrix_x4(qa[2 * j + h], q + QTile::offset(row, 2 * c + lc));
         }
 #pragma unroll
       for (int r = 0; r < kRopeSteps; ++r)
-        sm80::ldmatrix_x4(qa[kNopeSteps + r], q + QTile::offset(row, kDN / 8 + ((2 * kWarpsN * r) ^ (2 * wn)) + lc));
+        sm80::ldmatrix_x4(qa[kNopeSteps + r], q + QTile::offset(row, kDN / 8 + fp8_latent_chunk(r, lc, wn, kWarpsN)));
     } else {
       const sm80::LanePart lq = lane_part(kR.q_offset, 16 * wm + (lane & 15), lane >> 4);
 #pragma unroll

@@ -13,6 +13,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 namespace flashjit {
 namespace {
@@ -145,6 +146,35 @@ TEST(LatentDecode, Fp8CacheTilesAndSharedMemory) {
   const KernelSource ref = generate_reference(mla_fp8(16, 1));
   EXPECT_NE(ref.unit.find("kSharedKv = true"), std::string::npos);
   EXPECT_NO_THROW(compile(ref));
+}
+
+// The chunks the warps of an fp8 row block read (decode::fp8_latent_chunk, which Q's fragments
+// and K's ldmatrix addresses both follow): every nope chunk and every rope k-step exactly once,
+// and each where the lane address's XOR puts it in its 128-byte panel.
+TEST(LatentDecode, Fp8WarpsReadEveryChunkOnce) {
+  for (int warps_n : {1, 2, 4})
+    for (int nope : {256, 384, 512}) {  // fp8 nope columns: chunks of 16
+      const int chunks = nope / 16;
+      if (chunks % (2 * warps_n)) continue;
+      std::vector<int> seen(chunks, 0);
+      for (int wn = 0; wn < warps_n; ++wn)
+        for (int j = 0; j < chunks / warps_n / 2; ++j)
+          for (int h = 0; h < 2; ++h) {
+            const int c = decode::fp8_latent_chunk(j, h, wn, warps_n);
+            ASSERT_GE(c, 0);
+            ASSERT_LT(c, chunks);
+            ++seen[c];
+            const int c0 = 2 * warps_n * j, first = c0 / 8 * 8;  // the pair's panel
+            EXPECT_EQ(c, first + (((c0 - first) ^ (2 * wn)) + h)) << warps_n << " " << nope;
+          }
+      for (int c = 0; c < chunks; ++c) EXPECT_EQ(seen[c], 1) << "chunk " << c << ", " << warps_n << " warps, " << nope;
+      // The rope part's 16-bit k-steps (64 columns: 8 chunks, two a step), chunk h of step r.
+      std::vector<int> rope(8, 0);
+      for (int wn = 0; wn < warps_n; ++wn)
+        for (int r = 0; r < 4 / warps_n; ++r)
+          for (int h = 0; h < 2; ++h) ++rope[decode::fp8_latent_chunk(r, h, wn, warps_n)];
+      for (int c = 0; c < 8; ++c) EXPECT_EQ(rope[c], 1) << "rope chunk " << c << ", " << warps_n << " warps";
+    }
 }
 
 TEST(LatentDecode, RulesNameTheField) {
