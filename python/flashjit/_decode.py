@@ -19,12 +19,13 @@ from ._core import ArgumentError, Config
 from ._torch import (
     _DTYPE_NAMES,
     _FLOAT32,
-    _INPUT_NAMES,
     _INT32,
     _NO_SCALES,
     _config_key,
     _config_text,
     _device_arch,
+    _dtypes,
+    _dtypes_fit,
     _empty,
     _grad_enabled,
     _is_compiling,
@@ -87,8 +88,7 @@ def _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_
             _fail(f"{name} is on {t.device}, q on {q.device}")
     if q.stride(-1) != 1:
         _fail(f"q's last (head-dim) axis must be contiguous; its strides are {tuple(q.stride())}")
-    own_q = k.dtype not in _DTYPE_NAMES and q.dtype in _DTYPE_NAMES  # a 16-bit q beside an fp8 cache
-    if k.dtype not in _INPUT_NAMES or v.dtype != k.dtype or (q.dtype != k.dtype and not own_q):
+    if not _dtypes_fit(q, k, v):
         _fail(f"q, k_cache and v_cache must share one dtype: bfloat16, float16, float8_e4m3fn or float8_e5m2, "
               f"or q bfloat16 / float16 beside an fp8 cache (got {q.dtype}, {k.dtype}, {v.dtype})")
     if tuple(v.shape[:3]) != tuple(k.shape[:3]):
@@ -215,13 +215,8 @@ def _problem(lay: _Layout, dtype, out_dtype, mask: str, return_lse: bool, scales
     kv_layout = {"paged": lay.paged, "page_size": lay.page_size}
     if shared_kv:
         kv_layout["shared_kv"] = True
-    types = {"qkv": _INPUT_NAMES[dtype], "out": _DTYPE_NAMES[out_dtype], "scale": scales[1]}
-    if rope_dim and rope_dtype is not None and rope_dtype != dtype:
-        types["rope"] = _DTYPE_NAMES[rope_dtype]
-    if q_dtype is not None and q_dtype != dtype:
-        types["q"] = _DTYPE_NAMES[q_dtype]
     return {
-        "dtype": types,
+        "dtype": _dtypes(dtype, out_dtype, rope_dtype if rope_dim else None, scales[1], q_dtype),
         "scales": scales[0],
         "head_dim": {"qk": lay.dim + rope_dim, "v": lay.dim_v, "rope": rope_dim},
         "group": lay.heads_q // lay.heads_k,

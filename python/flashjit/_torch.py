@@ -133,8 +133,7 @@ def _layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q_r
     for name, t in (("k", k), ("v", v), ("q_rope", q_rope), ("k_rope", k_rope)):
         if t is not None and t.device != q.device:
             _fail(f"{name} is on {t.device}, q on {q.device}")
-    own_q = k.dtype in _FP8_NAMES and q.dtype in _DTYPE_NAMES  # a 16-bit q beside fp8 k and v (dtype.q)
-    if k.dtype not in _INPUT_NAMES or v.dtype != k.dtype or (q.dtype != k.dtype and not own_q):
+    if not _dtypes_fit(q, k, v):
         _fail(f"q, k and v must share one dtype: bfloat16, float16, float8_e4m3fn or float8_e5m2, or q "
               f"bfloat16 / float16 beside fp8 k and v (got {q.dtype}, {k.dtype}, {v.dtype})")
 
@@ -240,17 +239,28 @@ def _scales(lay: _Layout, q_scale, k_scale, v_scale, device):
                              (lay.varlen, lay.varlen), device)
 
 
+def _dtypes_fit(q, k, v) -> bool:
+    """q, k and v share one input dtype, or q is 16-bit beside fp8 k and v (the config's dtype.q)."""
+    own_q = k.dtype in _FP8_NAMES and q.dtype in _DTYPE_NAMES
+    return k.dtype in _INPUT_NAMES and v.dtype == k.dtype and (q.dtype == k.dtype or own_q)
+
+
+def _dtypes(kv_dtype, out_dtype, rope_dtype=None, scale=None, q_dtype=None) -> dict:
+    """The config's dtype section: qkv is k's and v's dtype; rope and q are named where they differ
+    from it (a 16-bit rope part or q beside fp8 k and v)."""
+    types = {"qkv": _INPUT_NAMES[kv_dtype], "out": _DTYPE_NAMES[out_dtype],
+             "rope": None if rope_dtype is None or rope_dtype == kv_dtype else _DTYPE_NAMES[rope_dtype],
+             "scale": scale}
+    if q_dtype is not None and q_dtype != kv_dtype:
+        types["q"] = _DTYPE_NAMES[q_dtype]
+    return types
+
+
 def _problem(lay: _Layout, dtype, out_dtype, rope_dtype, mask: str, return_lse: bool, scales=_NO_SCALES,
              q_dtype=None) -> dict:
     """`dtype` is k's and v's; `q_dtype` q's where it differs (a 16-bit q beside fp8 k and v)."""
-    qkv = _INPUT_NAMES[dtype]
-    types = {"qkv": qkv, "out": _DTYPE_NAMES[out_dtype],
-             "rope": None if rope_dtype is None or _DTYPE_NAMES[rope_dtype] == qkv else _DTYPE_NAMES[rope_dtype],
-             "scale": scales[1]}
-    if q_dtype is not None and q_dtype != dtype:
-        types["q"] = _DTYPE_NAMES[q_dtype]
     return {
-        "dtype": types,
+        "dtype": _dtypes(dtype, out_dtype, rope_dtype, scales[1], q_dtype),
         "scales": scales[0],
         "head_dim": {"qk": lay.dim_qk + lay.dim_rope, "v": lay.dim_v, "rope": lay.dim_rope},
         "group": lay.heads_q // lay.heads_k,

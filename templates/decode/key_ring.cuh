@@ -19,6 +19,9 @@
 // past the cache end hold whatever the cache holds there, so the pass clears V's (K's are
 // masked) before the tile's barrier.
 //
+// It also holds what the passes read beside the tiles: the quantisation scales, the CTA's Q rows
+// in Q's stored type (QRows), and the slots of per-token K/V scales a tile ahead.
+//
 // The derived pass provides kR (its regions: rows_offset, rows_slot_bytes, flag_offset),
 // second_tensor() (the tensor of each row's second offset), row_written(n, r, j) (after row r of
 // tile n is planned), load_q(), load_kv(stage), tile_arrived(i) (tile i and Q are visible) and
@@ -30,7 +33,9 @@
 
 #include "common/kv_policy.cuh"
 #include "common/mask.cuh"
+#include "common/element_traits.cuh"
 #include "common/params.cuh"
+#include "common/scales.cuh"
 #include "common/seqinfo.cuh"
 #include "common/types.cuh"
 #include "sm80/cp_async.cuh"
@@ -63,6 +68,7 @@ struct KeyRing {
   SeqInfo seq;                 // queries (rows of q and o)
   Kv kv;
   AttentionMask<T::kMask> mask;
+  Scales<T> scales;  // quantisation scales (fp8 caches)
   int tid, warp, lane, wm, wn, g, t;
   int n_begin, n_end, n_unmasked_lo, n_unmasked_hi;
 
@@ -75,6 +81,31 @@ struct KeyRing {
 
   __device__ __forceinline__ int token_of(int packed) const { return packed / kGroup; }
   __device__ __forceinline__ int head_of(int packed) const { return hk * kGroup + packed % kGroup; }
+
+  // Row pointers of the CTA's packed query rows in Q's stored type (null past the valid rows),
+  // and their dequantisation scales.
+  struct QRows {
+    using QE = typename QElementOf<T>::type;
+    const KeyRing* k;
+    __device__ __forceinline__ const QE* operator()(int r) const {
+      const int packed = k->m0 + r;
+      if (packed >= k->rows) return nullptr;
+      return static_cast<const QE*>(k->p.q.ptr) +
+             SeqInfo::offset<T::kVarlen>(k->p.q, k->b, k->seq.q_start, k->token_of(packed), k->head_of(packed));
+    }
+    __device__ __forceinline__ const QE* operator()(int r, float& scale) const {
+      const int packed = k->m0 + r;
+      scale = packed < k->rows ? k->scales.q.at(k->b, k->head_of(packed), k->seq.q_start, k->token_of(packed)) : 0.f;
+      return (*this)(r);
+    }
+  };
+
+  // Per-token K or V scales of key tile n, in the slot (n - n_begin) % (kStages + 1) of the
+  // region at `offset`: one slot more than the ring, since the slot written for tile i + stages
+  // is not the one tile i is still reading.
+  __device__ __forceinline__ float* token_scale_slot(int offset, int slot_bytes, int n) const {
+    return reinterpret_cast<float*>(smem + offset + ((n - n_begin) % (kStages + 1)) * slot_bytes);
+  }
 
   __device__ __forceinline__ int* bad_page_flag() const {
     return reinterpret_cast<int*>(smem + Derived::kR.flag_offset);
@@ -177,6 +208,7 @@ struct KeyRing {
     if (m0 >= rows) return false;  // this entry has fewer query tokens than the longest
 
     mask = AttentionMask<T::kMask>{seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right};
+    scales = Scales<T>::make(p);
     // The keys the CTA's rows see: from the first row's token's lowest to the last's highest.
     const int tok_first = token_of(m0), tok_last = token_of(cmin(m0 + kBM, rows) - 1);
     const int lo = mask.col_lo(tok_first), hi = mask.col_hi(tok_last);

@@ -45,6 +45,7 @@ struct KvOperands {
   using KTile = SmemTile<kBN, kDQK>;
   using VTile = SmemTile<kBN, kDV>;
   static constexpr float kValueFactor = 1.f;
+  static constexpr float kTokenPFactor = 1.f;  // (fp8 only)
 
   template <int kNT>
   __device__ __forceinline__ static void qk(float (&s)[1][kNT][4], const LanePart& lq, const LanePart& lk) {
@@ -65,6 +66,10 @@ struct KvOperands<E, QTile, kBN, kDQK, kDV, true> {
   using KTile = SmemTile<kBN, kDQK / 2>;  // 16-bit units of two fp8 values
   using VTile = SmemTile<kBN, kDV / 2>;
   static constexpr float kValueFactor = SameType<E, e4m3_t>::value ? 256.f : 1.f;
+  // Per-token V scales multiply P by each key's scale and this power of two before P V, which
+  // keeps P in fp16's precise range (an e4m3 scale is about amax / 448, an e5m2 one amax /
+  // 57344: P at most 0.57 / 1.14 amax); O then takes kValueFactor / kTokenPFactor.
+  static constexpr float kTokenPFactor = SameType<E, e5m2_t>::value ? 65536.f : 256.f;
 
   // Head-dim column (within a 16-column chunk) of Q's k slot s.
   __device__ __forceinline__ static constexpr int q_column(int s) {
@@ -123,6 +128,20 @@ struct KvOperands<E, QTile, kBN, kDQK, kDV, true> {
     return 16 * (dt / 2) + 4 * t + 2 * e + dt % 2;
   }
 };
+
+// Multiplies column (key) 8 j + 2 t + e of a warp's 16 x (8 kNT) scores or probabilities, in
+// mma.sync accumulator order, by per_key[8 j + 2 t + e] times `factor`: per-token K or V scales.
+template <int kNT>
+__device__ __forceinline__ void scale_key_columns(float (&s)[1][kNT][4], const float* per_key, int t, float factor) {
+#pragma unroll
+  for (int j = 0; j < kNT; ++j) {
+    const float2 f = *reinterpret_cast<const float2*>(per_key + 8 * j + 2 * t);
+    s[0][j][0] *= f.x * factor;
+    s[0][j][1] *= f.y * factor;
+    s[0][j][2] *= f.x * factor;
+    s[0][j][3] *= f.y * factor;
+  }
+}
 
 // Q rows of an fp8 cache's step into the fp16 Q tile, dequantised (row scale) and in the k-slot
 // order of KvOperands::q_column: one thread per 16-column chunk, synchronous (a few rows, once).

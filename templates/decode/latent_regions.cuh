@@ -1,6 +1,7 @@
 // Where each region of the shared-K/V (latent) decode split kernel's dynamic shared memory
 // starts, as constexpr arithmetic on plain ints shared by the generator (tile budgets) and the
-// kernel (latent_split.cuh). Plain C++. Tiles of 16-bit units, swizzled like the sm80 tiles:
+// kernel (latent_split.cuh), and which tile chunk each warp of an fp8 cache's pass reads
+// (fp8_latent_chunk, checked on the host). Plain C++. Tiles of 16-bit units, swizzled like the sm80 tiles:
 //   Q           BM x dqk (nope columns, then the rope part; an fp8 cache's Q nope dequantised
 //               to fp16)
 //   KV[stages]  BN rows each: a key row's nope columns (whose first dv are its V row), in the

@@ -14,7 +14,6 @@
 
 #include "common/element_traits.cuh"
 #include "common/params.cuh"
-#include "common/scales.cuh"
 #include "common/seqinfo.cuh"
 #include "common/types.cuh"
 #include "decode/key_ring.cuh"
@@ -29,8 +28,8 @@ namespace flashjit::decode {
 template <class Derived, class T>
 struct LatentRing : KeyRing<Derived, T> {
   using Base = KeyRing<Derived, T>;
-  using Base::b, Base::hk, Base::m0, Base::rows, Base::seq, Base::kv, Base::n_begin, Base::tid, Base::p, Base::smem,
-      Base::smem_base, Base::token_of, Base::head_of, Base::row_slot, Base::kThreads;
+  using Base::b, Base::hk, Base::m0, Base::rows, Base::seq, Base::kv, Base::tid, Base::p,
+      Base::smem_base, Base::token_of, Base::head_of, Base::row_slot, Base::scales, Base::kThreads;
   using E = typename T::Element;
   using QE = typename QElementOf<T>::type;  // E, or a 16-bit Q beside an fp8 cache
   static constexpr bool kFp8 = ElementTraits<E>::kBytes == 1;
@@ -56,14 +55,10 @@ struct LatentRing : KeyRing<Derived, T> {
   static_assert(kDR % 8 == 0, "rope chunks");
   static_assert(QTile::kBytes == kR.kv_offset && KTile::kBytes == kR.kv_stage_bytes, "tile sizes agree");
 
-  Scales<T> scales;
+  __device__ __forceinline__ explicit LatentRing(const AttentionParams& params) : Base(params) {}
 
-  __device__ __forceinline__ explicit LatentRing(const AttentionParams& params)
-      : Base(params), scales(Scales<T>::make(params)) {}
-
-  // Per-token K scales of the tile `n` (slot (n - n_begin) % (kStages + 1)).
   __device__ __forceinline__ float* key_scale_slot(int n) const {
-    return reinterpret_cast<float*>(smem + kR.key_scale_offset + ((n - n_begin) % (kStages + 1)) * kR.key_scale_slot_bytes);
+    return this->token_scale_slot(kR.key_scale_offset, kR.key_scale_slot_bytes, n);
   }
 
   // The ring's hooks (key_ring.cuh): each key row's second offset is its rope part's (K's own
@@ -124,28 +119,12 @@ struct LatentRing : KeyRing<Derived, T> {
     }
   }
 
-  // Row pointers of the CTA's packed query rows (null past the valid rows) and their scales:
-  // an fp8 cache's Q nope columns, dequantised into the Q tile (kv_operands.cuh).
-  struct QRows {
-    const LatentRing* k;
-    __device__ __forceinline__ const QE* operator()(int r, float& scale) const {
-      const int packed = k->m0 + r;
-      if (packed >= k->rows) {
-        scale = 0.f;
-        return nullptr;
-      }
-      const int tok = k->token_of(packed), head = k->head_of(packed);
-      scale = k->scales.q.at(k->b, head, k->seq.q_start, tok);
-      return static_cast<const QE*>(k->p.q.ptr) + SeqInfo::offset<T::kVarlen>(k->p.q, k->b, k->seq.q_start, tok, head);
-    }
-  };
-
   // Q's nope columns, then its rope part, by the first kBy threads (an fp8 cache's nope columns
   // synchronously, dequantised to fp16 in the order of the fp8 K operand's k slots).
   template <int kBy>
   __device__ __forceinline__ void load_q_by() const {
     if constexpr (kFp8)
-      load_q_fp8<KvOperands<E, QTile, kBN, kDQK, kDV>, QTile, kBy, QE, kDN>(smem_base + kR.q_offset, QRows{this}, tid);
+      load_q_fp8<KvOperands<E, QTile, kBN, kDQK, kDV>, QTile, kBy, QE, kDN>(smem_base + kR.q_offset, typename Base::QRows{this}, tid);
     else
       load_q_chunks<0, kNopeChunks, E, kBy>(p.q);
     if constexpr (kRopeChunks > 0) load_q_chunks<kDN / 8, kRopeChunks, typename T::RopeElement, kBy>(p.q_rope);

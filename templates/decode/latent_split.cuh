@@ -55,10 +55,6 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
   // fp8: the widened operands of a warp's V columns, and the warp's k-steps: nope chunks in
   // ldmatrix pairs, then 16-bit rope steps.
   using Fp8Ops = KvOperands<E, QTile, kBN, kDQK, kVCols>;
-  // fp8 with per-token K scales: P times each key's scale and this power of two, so that P V's
-  // fp16 operand keeps its precision: an e4m3 scale is about amax / 448, an e5m2 one amax / 57344
-  // (P at most 0.57 / 1.14 amax; O takes kValueFactor / kTokenPFactor).
-  static constexpr float kTokenPFactor = SameType<E, e5m2_t>::value ? 65536.f : 256.f;
   static constexpr int kNopeSteps = kFp8 ? kDN / 16 / kWarpsN : 0;
   static constexpr int kRopeSteps = kFp8 ? kDR / 16 / kWarpsN : 0;
 
@@ -228,17 +224,8 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
     if (n >= n_unmasked_hi || n < n_unmasked_lo) this->mask_scores(s, n * kBN);
     softmax.update(s, acc_o, p.softmax_scale_log2);
     if constexpr (kFp8) {
-      if constexpr (kKeyScales) {  // V's per-token scales go into P (times kTokenPFactor)
-#pragma unroll
-        for (int j = 0; j < kNT; ++j) {
-          const float2 k = *reinterpret_cast<const float2*>(key_scale_slot(n) + 8 * j + 2 * t);
-          const float f0 = k.x * kTokenPFactor, f1 = k.y * kTokenPFactor;
-          s[0][j][0] *= f0;
-          s[0][j][1] *= f1;
-          s[0][j][2] *= f0;
-          s[0][j][3] *= f1;
-        }
-      }
+      // V (K's columns) takes K's per-token scales into P.
+      if constexpr (kKeyScales) scale_key_columns(s, key_scale_slot(n), t, Fp8Ops::kTokenPFactor);
       u32 pa[1][kPSteps][4];
       pack_p<fp16_t>(s, pa);
       Fp8Ops::template pv<kDT, kPSteps>(acc_o, pa, lv.plus(stage * kR.kv_stage_bytes));
@@ -310,7 +297,7 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
       // latent head's) the nope scores and 1/sum.
       const float k_scale = kKeyScales ? 1.f : scales.k.at(b, hk, 0, 0);
       nope_factor = Fp8Ops::kValueFactor * k_scale;
-      o_factor = Fp8Ops::kValueFactor * (kKeyScales ? 1.f / kTokenPFactor : k_scale);
+      o_factor = Fp8Ops::kValueFactor * (kKeyScales ? 1.f / Fp8Ops::kTokenPFactor : k_scale);
     }
     // K as the B operand of Q K^T at this warp's k-steps; V (.trans) at its own column panels.
     lk = lane_part(kR.kv_offset, (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);

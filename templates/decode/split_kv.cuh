@@ -60,7 +60,7 @@ struct SplitKvPass : KeyRing<Derived, T> {
   using Base::b, Base::hk, Base::m0, Base::rows, Base::seq, Base::kv, Base::mask, Base::tid,
       Base::warp, Base::lane, Base::wm, Base::wn, Base::g, Base::t, Base::n_begin, Base::n_end, Base::n_unmasked_lo,
       Base::n_unmasked_hi, Base::p, Base::smem, Base::smem_base, Base::token_of, Base::head_of, Base::bad_page_flag,
-      Base::row_slot, Base::kThreads, Base::kRowsPerThread, Base::kBoxRows, Base::kBoxes;
+      Base::row_slot, Base::scales, Base::kThreads, Base::kRowsPerThread, Base::kBoxRows, Base::kBoxes;
   using E = typename T::Element;
   using OE = typename T::OutElement;
   static constexpr int kBM = T::kBlockM, kBN = T::kBlockN, kWarps = T::kNumWarps;
@@ -73,10 +73,6 @@ struct SplitKvPass : KeyRing<Derived, T> {
   static constexpr bool kFp8 = ElementTraits<E>::kBytes == 1;
   static constexpr bool kKeyScales = T::kKScale == ScaleKind::kPerToken;
   static constexpr bool kValueScales = T::kVScale == ScaleKind::kPerToken;
-  // Per-token V scales multiply P by each key's scale and this power of two, which keeps P V's
-  // fp16 operand in its precise range (an e4m3 scale is about amax / 448, an e5m2 one amax /
-  // 57344); O takes kValueFactor / kTokenPFactor.
-  static constexpr float kTokenPFactor = SameType<E, e5m2_t>::value ? 65536.f : 256.f;
   using QE = typename QElementOf<T>::type;  // E, or a 16-bit Q beside an fp8 cache
   using QTile = SmemTile<kBM, kDQK>;
   using Ops = KvOperands<E, QTile, kBN, kDQK, kDV>;
@@ -103,40 +99,17 @@ struct SplitKvPass : KeyRing<Derived, T> {
                 "tile sizes agree with the region arithmetic");
 
   LanePart lq, lk, lv;
-  Scales<T> scales;
   float score_scale_log2;  // softmax scale x K's scale and widening factor, log2 units
   float acc_o[1][kDT][4];
   Softmax softmax;
 
   __device__ __forceinline__ explicit SplitKvPass(const AttentionParams& params) : Base(params) {}
 
-  // Row pointers of the CTA's packed query rows (null past the valid rows), and (fp8) their
-  // dequantisation scales.
-  struct QRows {
-    const SplitKvPass* k;
-    const QE* base;
-    __device__ __forceinline__ const QE* operator()(int r) const {
-      const int packed = k->m0 + r;
-      if (packed >= k->rows) return nullptr;
-      return base + SeqInfo::offset<T::kVarlen>(k->p.q, k->b, k->seq.q_start, k->token_of(packed),
-                                                k->head_of(packed));
-    }
-    __device__ __forceinline__ const QE* operator()(int r, float& scale) const {
-      const int packed = k->m0 + r;
-      scale = packed < k->rows ? k->scales.q.at(k->b, k->head_of(packed), k->seq.q_start, k->token_of(packed)) : 0.f;
-      return (*this)(r);
-    }
-  };
-
-  // Per-token K scales of the tile `n` (slot (n - n_begin) % (kStages + 1)).
   __device__ __forceinline__ float* key_scale_slot(int n) const {
-    return reinterpret_cast<float*>(smem + kR.key_scale_offset + ((n - n_begin) % (kStages + 1)) * kR.key_scale_slot_bytes);
+    return this->token_scale_slot(kR.key_scale_offset, kR.key_scale_slot_bytes, n);
   }
-
-  // Per-token V scales of the tile `n`, the same way.
   __device__ __forceinline__ float* value_scale_slot(int n) const {
-    return reinterpret_cast<float*>(smem + kR.value_scale_offset +
-                                    ((n - n_begin) % (kStages + 1)) * kR.value_scale_slot_bytes);
+    return this->token_scale_slot(kR.value_scale_offset, kR.value_scale_slot_bytes, n);
   }
 
   // The ring's hooks (key_ring.cuh): each key row's second offset is V's; per-token K and V
@@ -250,30 +223,12 @@ struct SplitKvPass : KeyRing<Derived, T> {
   __device__ __forceinline__ void compute(int n, int stage, int) {
     float s[1][kNT][4];
     Ops::qk(s, lq, lk.plus(stage * kR.k_stage_bytes));
-    if constexpr (kKeyScales) {  // before the mask: a masked score stays -inf
-      const float* ks = key_scale_slot(n) + kKeys * wn + 2 * t;
-#pragma unroll
-      for (int j = 0; j < kNT; ++j) {
-        const float2 f = *reinterpret_cast<const float2*>(ks + 8 * j);
-        s[0][j][0] *= f.x;
-        s[0][j][1] *= f.y;
-        s[0][j][2] *= f.x;
-        s[0][j][3] *= f.y;
-      }
-    }
+    // Per-token K scales before the mask (a masked score stays -inf).
+    if constexpr (kKeyScales) scale_key_columns(s, key_scale_slot(n) + kKeys * wn, t, 1.f);
     if (n >= n_unmasked_hi || n < n_unmasked_lo) this->mask_scores(s, n * kBN + kKeys * wn);
     softmax.update(s, acc_o, score_scale_log2);
-    if constexpr (kValueScales) {  // after the row sums: V's per-token scales go into P
-      const float* vs = value_scale_slot(n) + kKeys * wn + 2 * t;
-#pragma unroll
-      for (int j = 0; j < kNT; ++j) {
-        const float2 f = *reinterpret_cast<const float2*>(vs + 8 * j);
-        s[0][j][0] *= f.x * kTokenPFactor;
-        s[0][j][1] *= f.y * kTokenPFactor;
-        s[0][j][2] *= f.x * kTokenPFactor;
-        s[0][j][3] *= f.y * kTokenPFactor;
-      }
-    }
+    // After the row sums, V's per-token scales go into P.
+    if constexpr (kValueScales) scale_key_columns(s, value_scale_slot(n) + kKeys * wn, t, Ops::kTokenPFactor);
     u32 pa[1][kPSteps][4];
 #pragma unroll
     for (int kk = 0; kk < kPSteps; ++kk) {
@@ -290,9 +245,9 @@ struct SplitKvPass : KeyRing<Derived, T> {
   __device__ __forceinline__ void load_q() const {
     const QE* qbase = static_cast<const QE*>(p.q.ptr);
     if constexpr (kFp8)
-      load_q_fp8<Ops, QTile, kThreads, QE>(smem_base + kR.q_offset, QRows{this, qbase}, tid);
+      load_q_fp8<Ops, QTile, kThreads, QE>(smem_base + kR.q_offset, typename Base::QRows{this}, tid);
     else
-      gather_tile<QTile, kThreads>(smem_base + kR.q_offset, QRows{this, qbase}, qbase, tid);
+      gather_tile<QTile, kThreads>(smem_base + kR.q_offset, typename Base::QRows{this}, qbase, tid);
   }
 
   // Merges the warps that split the keys of each row block, then writes O and the LSE (one
@@ -323,7 +278,7 @@ struct SplitKvPass : KeyRing<Derived, T> {
 
     const float scale_log2 = score_scale_log2;
     const float score_scale = score_scale_log2 * 0.6931471805599453f;  // natural-log units
-    const float v_factor = Ops::kValueFactor * (kValueScales ? 1.f / kTokenPFactor : scales.v.at(b, hk, 0, 0));
+    const float v_factor = Ops::kValueFactor * (kValueScales ? 1.f / Ops::kTokenPFactor : scales.v.at(b, hk, 0, 0));
     const float* all_o = reinterpret_cast<const float*>(smem + kR.merge_o_offset);
     const float* all_stats = reinterpret_cast<const float*>(smem + kR.merge_stats_offset);
     constexpr int kChunks = kDV / 8;
@@ -370,7 +325,6 @@ struct SplitKvPass : KeyRing<Derived, T> {
 
   __device__ __forceinline__ void run() {
     if (!this->begin()) return;
-    scales = Scales<T>::make(p);
     // Per-tensor / per-head K scales and fp8's widening factor are one number for the CTA.
     score_scale_log2 = p.softmax_scale_log2 * Ops::kValueFactor * (kKeyScales ? 1.f : scales.k.at(b, hk, 0, 0));
     if (tid == 0) *bad_page_flag() = 0;

@@ -58,8 +58,9 @@ DecodeCase pinned(DecodeCase c, int warpgroups, int stages = 0) {
   return c;
 }
 
-// `c` with a 16-bit Q of type `q` beside its fp8 cache (not quantised).
-DecodeCase with_q(DecodeCase c, DType q) {
+// `c` (a decode or latent case) with a 16-bit Q of type `q` beside its fp8 cache (not quantised).
+template <class Case>
+Case with_q(Case c, DType q) {
   c.q_dtype = q;
   return c;
 }
@@ -198,17 +199,20 @@ const std::vector<DecodeCase>& decode_cases() {
       {"e4m3_d128_g8_q1_page16_seven_splits_w8_bn128", DType::e4m3, 128, 8, 1, 16, Mask::none, false, 7, 8, 128,
        G::per_tensor, G::per_head, G::per_tensor},
       // A 16-bit Q beside an fp8 cache (dtype.q), unquantised.
-      with_q({"e4m3_d128_g8_q4_page16_causal_bf16_q_per_tensor", DType::e4m3, 128, 8, 4, 16, Mask::causal, false, 0, 0,
+      with_q(DecodeCase{"e4m3_d128_g8_q4_page16_causal_bf16_q_per_tensor", DType::e4m3, 128, 8, 4, 16, Mask::causal,
+                        false, 0, 0,
               0, G::none, G::per_tensor, G::per_tensor},
              DType::bf16),
-      with_q({"e4m3_d128_g4_q1_page64_fp16_q_per_token_k", DType::e4m3, 128, 4, 1, 64, Mask::none, false, 0, 0, 0,
+      with_q(DecodeCase{"e4m3_d128_g4_q1_page64_fp16_q_per_token_k", DType::e4m3, 128, 4, 1, 64, Mask::none, false, 0,
+                        0, 0,
               G::none, G::per_token, G::per_head, DType::fp32},
              DType::fp16),
       // Per-token K scales laid out like the cache's rows (scales.token_layout "cache").
       scales_in_cache(DecodeCase{"e4m3_d128_g4_q4_page16_causal_per_token_k_in_cache", DType::e4m3, 128, 4, 4, 16,
                                  Mask::causal, false, 0, 0, 0, G::per_token, G::per_token, G::per_head, DType::fp32}),
       // Per-token V scales too (vLLM's per-token-head fp8 cache), beside the pages and by position.
-      scales_in_cache(with_q({"e4m3_d128_g8_q1_page16_bf16_q_per_token_kv_in_cache", DType::e4m3, 128, 8, 1, 16,
+      scales_in_cache(with_q(DecodeCase{"e4m3_d128_g8_q1_page16_bf16_q_per_token_kv_in_cache", DType::e4m3, 128, 8,
+                                        1, 16,
                               Mask::none, false, 0, 0, 0, G::none, G::per_token, G::per_token, DType::fp32},
                              DType::bf16)),
       {"e4m3_d128_g4_q4_page64_causal_per_token_kv_seven_splits", DType::e4m3, 128, 4, 4, 64, Mask::causal, false, 7, 0,
@@ -217,10 +221,12 @@ const std::vector<DecodeCase>& decode_cases() {
        G::per_tensor, G::per_head, G::per_token, DType::fp32},
       scales_in_cache(DecodeCase{"e4m3_d128_g8_q1_contiguous_varlen_per_token_k_in_cache_bf16", DType::e4m3, 128, 8, 1,
                                  0, Mask::none, true, 0, 0, 0, G::none, G::per_token, G::none, DType::bf16}),
-      scales_in_cache(with_q({"e4m3_d128_g8_q2_page64_bf16_q_per_token_k_in_cache", DType::e4m3, 128, 8, 2, 64,
+      scales_in_cache(with_q(DecodeCase{"e4m3_d128_g8_q2_page64_bf16_q_per_token_k_in_cache", DType::e4m3, 128, 8,
+                                        2, 64,
                               Mask::causal, false, 7, 0, 0, G::none, G::per_token, G::per_tensor, DType::fp32},
                              DType::bf16)),
-      with_q({"e5m2_d64_g1_q2_contiguous_causal_varlen_bf16_q_unscaled", DType::e5m2, 64, 1, 2, 0, Mask::causal, true,
+      with_q(DecodeCase{"e5m2_d64_g1_q2_contiguous_causal_varlen_bf16_q_unscaled", DType::e5m2, 64, 1, 2, 0,
+                        Mask::causal, true,
               0},
              DType::bf16),
       // K/V loads: auto takes TMA boxes on sm_90a for fp8 caches where a tile holds whole pages
@@ -296,12 +302,6 @@ struct LatentCase {
   ScaleLayout token_layout = ScaleLayout::positions;  // per-token K scales' layout
 };
 void PrintTo(const LatentCase& c, std::ostream* os) { *os << c.label; }
-
-// `c` with a 16-bit Q of type `q` beside its fp8 cache.
-LatentCase with_q(LatentCase c, DType q) {
-  c.q_dtype = q;
-  return c;
-}
 
 // `c` on an fp8 cache with these scales and a 16-bit rope part.
 LatentCase fp8_latent(LatentCase c, ScaleGranularity q, ScaleGranularity k, std::optional<DType> scale_dtype = {},
