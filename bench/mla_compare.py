@@ -15,8 +15,11 @@ an fp64 reference on the first sequence of the batch (its last 8 tokens). Many t
 flashjit-fp8 reads the same cache quantised to e4m3 per token (scale = amax / 448 of each row's 512
 nope columns; the rope part stays bf16) with Q quantised per (token, head), FlashMLA's fp8 cache
 without its per-128-column scales; flashjit-fp8kv the same cache with the bf16 Q (dtype.q) and
-the scales beside the pages (scale_layout "cache"). Their GB/s count 512 + 128 + 4 bytes per
-cached token, and their errors are against fp64 on the dequantised inputs.
+the scales beside the pages (scale_layout "cache"); flashjit-fp8rows FlashMLA's fp8 cache itself,
+656-byte rows of 512 e4m3 values, 4 fp32 scales (one per 128 columns) and the 64 bf16 rope
+columns, read through three views (scales.k_block 128), with the bf16 Q. Their GB/s count
+512 + 128 + 4 bytes per cached token (fp8rows: 656), and their errors are against fp64 on the
+dequantised inputs.
   idle       a pause before each point, an L2-flushing memset before each launch;
   sustained  --sustain-s seconds of the library's own launches first, then timed back to back.
 """
@@ -46,8 +49,8 @@ class Point:
         pairs = self.cache * self.tokens - (self.tokens * (self.tokens - 1) // 2 if causal else 0)
         return 2.0 * self.batch * self.heads * pairs * (D_NOPE + D_ROPE + D_NOPE)
 
-    def bytes(self, fp8=False, fp8_q=None):
-        cache = D_NOPE + 2 * D_ROPE + 4 if fp8 else 2 * (D_NOPE + D_ROPE)
+    def bytes(self, fp8=False, fp8_q=None, scale_bytes=4):
+        cache = D_NOPE + 2 * D_ROPE + scale_bytes if fp8 else 2 * (D_NOPE + D_ROPE)
         q = D_NOPE + 2 * D_ROPE + 4 if (fp8 if fp8_q is None else fp8_q) else 2 * (D_NOPE + D_ROPE)
         return self.batch * self.cache * cache + self.batch * self.tokens * self.heads * (q + 2 * D_NOPE)
 
@@ -122,6 +125,23 @@ class Fp8Inputs:
             self.q_deq.append(q8.float() * qs[..., None])
 
 
+class Fp8RowInputs:
+    """FlashMLA's fp8 rows, [pages, page, 1, 656] bytes: 512 e4m3 values (one fp32 scale per 128
+    columns, amax / 448), the 4 scales, the 64 bf16 rope columns; its three views, and the
+    dequantised cache."""
+
+    def __init__(self, torch, p, inp):
+        f8 = torch.float8_e4m3fn
+        blocks = inp.ckv.float().unflatten(-1, (4, 128))                          # [pages, page, 4, 128]
+        scale = blocks.abs().amax(-1).clamp(min=1e-12) / 448.0                    # [pages, page, 4]
+        nope = (blocks / scale[..., None]).to(f8)
+        self.ckv_deq = (nope.float() * scale[..., None]).flatten(-2)
+        rows = torch.cat([nope.flatten(-2).view(torch.uint8), scale.view(torch.uint8), inp.kpe.view(torch.uint8)],
+                         -1)[:, :, None]
+        self.nope, self.scale = rows[..., :512].view(f8), rows[..., 512:528].view(torch.float32)
+        self.rope = rows[..., 528:].view(torch.bfloat16)
+
+
 def flashjit_fp8_calls(torch, p, inp, causal, config):
     import flashjit
     f = inp.fp8
@@ -139,6 +159,15 @@ def flashjit_fp8kv_calls(torch, p, inp, causal, config):
                                             page_table=inp.tables[s], cache_seqlens=inp.lens, causal=causal,
                                             max_seqlen_k=p.cache, config=config, k_scale=f.slot_scale,
                                             scale_layout="cache")
+            for s in range(inp.sets)]
+
+
+def flashjit_fp8rows_calls(torch, p, inp, causal, config):
+    import flashjit
+    f = inp.fp8rows
+    return [lambda s=s: flashjit.mla_decode(inp.q[s], inp.q_pe[s], f.nope, f.rope, page_table=inp.tables[s],
+                                            cache_seqlens=inp.lens, causal=causal, max_seqlen_k=p.cache,
+                                            config=config, k_scale=f.scale, scale_layout="cache")
             for s in range(inp.sets)]
 
 
@@ -160,6 +189,7 @@ def flashinfer_calls(torch, p, inp, causal, config):
 
 LIBRARIES = {"flashjit": ("flashjit", flashjit_calls), "flashjit-fp8": ("flashjit e4m3", flashjit_fp8_calls),
              "flashjit-fp8kv": ("flashjit e4m3 cache, bf16 q", flashjit_fp8kv_calls),
+             "flashjit-fp8rows": ("flashjit FlashMLA fp8 rows, bf16 q", flashjit_fp8rows_calls),
              "flashinfer": ("FlashInfer MLA", flashinfer_calls)}
 
 
@@ -192,13 +222,18 @@ def measure(torch, args, gpu, on_point):
                     inp.fp8 = Fp8Inputs(torch, p, inp)
                     inp.fp8.want = reference_first(torch, p, inp, args.causal, inp.fp8.ckv_deq, inp.fp8.q_deq[0])
                     inp.fp8.want_bf16_q = reference_first(torch, p, inp, args.causal, inp.fp8.ckv_deq)
+                if lib == "flashjit-fp8rows" and not hasattr(inp, "fp8rows"):
+                    inp.fp8rows = Fp8RowInputs(torch, p, inp)
+                    inp.fp8rows.want = reference_first(torch, p, inp, args.causal, inp.fp8rows.ckv_deq)
                 calls = LIBRARIES[lib][1](torch, p, inp, args.causal, config)
                 out = calls[0]()
                 torch.cuda.synchronize()
                 checked = out[0][max(0, p.tokens - CHECKED_TOKENS):]
-                want_here = want if not fp8 else inp.fp8.want_bf16_q if lib == "flashjit-fp8kv" else inp.fp8.want
+                want_here = (inp.fp8rows.want if lib == "flashjit-fp8rows" else want if not fp8
+                             else inp.fp8.want_bf16_q if lib == "flashjit-fp8kv" else inp.fp8.want)
                 entry["rel_error_fp64"] = rel_error(torch, checked, want_here)
-                point_bytes = p.bytes(fp8, fp8 and lib != "flashjit-fp8kv")
+                point_bytes = (p.bytes(True, False, 16) if lib == "flashjit-fp8rows"
+                               else p.bytes(fp8, fp8 and lib != "flashjit-fp8kv"))
                 for mode in args.modes:
                     t = time_calls(torch, calls, mode, args, flush, gpu)
                     t["tflops"] = row["flops"] / (t["median_ms"] * 1e-3) / 1e12

@@ -25,6 +25,8 @@ class MlaCompare(unittest.TestCase):
         # query row of an fp8 Q), O in bf16; a bf16 Q beside the fp8 cache keeps its 2 x 576 bytes
         self.assertEqual(p.bytes(fp8=True), 2 * 1000 * 644 + 2 * 2 * 16 * (644 + 1024))
         self.assertEqual(p.bytes(fp8=True, fp8_q=False), 2 * 1000 * 644 + 2 * 2 * 16 * (1152 + 1024))
+        # FlashMLA's fp8 rows: 656 bytes a cached token (four fp32 scales, one per 128 columns).
+        self.assertEqual(p.bytes(True, False, 16), 2 * 1000 * 656 + 2 * 2 * 16 * (1152 + 1024))
 
     def test_markdown_shows_errors_beside_timings(self):
         args = argparse.Namespace(page=64, causal=True, modes=["sustained"])

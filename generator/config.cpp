@@ -303,6 +303,7 @@ Config parse_config(const json& j) {
     sr.read_enum("k", kScales, c.scales.k);
     sr.read_enum("v", kScales, c.scales.v);
     sr.read_enum("token_layout", kScaleLayouts, c.scales.token_layout);
+    sr.read_int("k_block", c.scales.k_block);
     sr.check_unknown();
   }
   if (const json* o = r.object("outputs")) {
@@ -384,6 +385,7 @@ json to_json(const Config& c) {
   if (c.dtype.q) dtype["q"] = to_string(*c.dtype.q);  // only where set: other configs keep their keys
   json scales = {{"q", to_string(c.scales.q)}, {"k", to_string(c.scales.k)}, {"v", to_string(c.scales.v)}};
   if (c.scales.token_layout != ScaleLayout::positions) scales["token_layout"] = to_string(c.scales.token_layout);
+  if (c.scales.k_block != 0) scales["k_block"] = c.scales.k_block;
   return json{
       {"schema", kConfigSchema},
       {"arch", c.arch},
@@ -404,6 +406,7 @@ std::size_t ConfigHash::operator()(const Config& c) const {
   auto mix = [&h](long long v) { h ^= std::hash<long long>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
   const Tuning& t = c.tuning;
   for (long long v : {(long long)c.dtype.qkv, (long long)c.dtype.out, (long long)c.dtype.q.value_or(c.dtype.qkv), (long long)c.scales.token_layout,
+                      (long long)c.scales.k_block,
                       (long long)c.head_dim.qk,
                       (long long)c.head_dim.v, (long long)c.head_dim.rope, (long long)c.group,
                       (long long)c.mask, (long long)c.varlen, (long long)c.lse,

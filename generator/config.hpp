@@ -67,6 +67,9 @@ struct Scales {
   ScaleGranularity k = ScaleGranularity::none;
   ScaleGranularity v = ScaleGranularity::none;
   ScaleLayout token_layout = ScaleLayout::positions;  // per-token K and V scales' layout
+  // Nope columns of a key row that share one per-token K scale (FlashMLA's fp8 latent cache:
+  // 128, four scales per 512-column row); 0: one scale for the row.
+  int k_block = 0;
   bool any() const {
     return q != ScaleGranularity::none || k != ScaleGranularity::none ||
            v != ScaleGranularity::none;

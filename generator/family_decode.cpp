@@ -58,6 +58,11 @@ bool latent_wgmma(const Config& c) { return shared_kv(c) && wgmma_pass(c); }
 // Exchange slots of a latent pass's partial scores (latent_regions.cuh).
 int exchange_slots(const Config& c) { return latent_wgmma(c) ? 1 : 2; }
 
+// Per-token K scales of each key row: one per scales.k_block columns of the nope part, or one.
+int key_scale_blocks(const Config& c) {
+  return c.scales.k_block > 0 ? (c.head_dim.qk - c.head_dim.rope) / c.scales.k_block : 1;
+}
+
 bool tma_loads(const Config& c) { return c.tuning.kv_loads == KvLoads::tma; }
 
 // The latent seesaw pass: wgmma warpgroups on alternate key tiles, loaded by TMA.
@@ -127,7 +132,8 @@ std::optional<std::string> tma_issue(const Config& c, const ArchInfo& arch, int 
 int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
   if (shared_kv(c))
     return decode::latent_regions({bm, bn, c.head_dim.qk, warps, stages, exchange_slots(c), latent_seesaw(c),
-                                   c.head_dim.rope, kv_bytes(c), c.scales.k == ScaleGranularity::per_token})
+                                   c.head_dim.rope, kv_bytes(c), c.scales.k == ScaleGranularity::per_token,
+                                   key_scale_blocks(c)})
         .total;
   return decode::smem_regions({bm, bn, c.head_dim.qk, c.head_dim.v, warps, stages, kv_bytes(c),
                                c.scales.k == ScaleGranularity::per_token, tma_loads(c),
@@ -451,6 +457,10 @@ class DecodeFamily final : public KernelFamily {
     else if (const int panel = is_float8(c.dtype.qkv) ? 128 : 64; c.head_dim.v % (panel * warps_n))
       bad("num_warps", warps, "the " + std::to_string(warps_n) + " warps of a row block each take whole " +
                                   std::to_string(panel) + "-column panels of V (" + std::to_string(c.head_dim.v) + " columns)");
+    else if (const int kb = c.scales.k_block; kb > 0 && kb % (c.head_dim.v / warps_n))
+      bad("num_warps", warps, "each warp's " + std::to_string(c.head_dim.v / warps_n) +
+                                  " V columns must lie in one block of scales.k_block " + std::to_string(kb) +
+                                  " columns (its P takes that block's scales)");
     check_ring_and_grid(c, arch, issues);
   }
 

@@ -46,6 +46,19 @@ void check_common(const Config& c, std::vector<ConfigIssue>& out) {
       c.scales.v != ScaleGranularity::per_token)
     bad("scales.token_layout", quoted("cache"),
         "lays out per-token K and V scales: set only with scales.k or scales.v per_token");
+  if (const int kb = c.scales.k_block; kb != 0) {
+    // One scale per block of a key row's nope columns: FlashMLA's fp8 latent rows carry them
+    // beside the columns, so they lie like the cache's rows.
+    const int nope = h.qk - h.rope;
+    if (kb < 0 || kb % 128 || nope % kb)
+      bad("scales.k_block", num(kb),
+          "must be 0 (one scale per key row) or a multiple of 128 that divides the nope columns (" + num(nope) + ")");
+    else if (!c.kv_layout.shared_kv || !is_fp8(d.qkv))
+      bad("scales.k_block", num(kb), "per-block K scales are read from fp8 shared K/V (latent) caches (kv_layout.shared_kv)");
+    else if (c.scales.k != ScaleGranularity::per_token || c.scales.token_layout != ScaleLayout::cache)
+      bad("scales.k_block", num(kb),
+          "blocks of one key row's columns share a scale: set with scales.k per_token and scales.token_layout \"cache\"");
+  }
   if (d.q && *d.q != d.qkv) {
     if (!is_fp8(d.qkv))
       bad("dtype.q", quoted(to_string(*d.q)),

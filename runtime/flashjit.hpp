@@ -109,12 +109,15 @@ struct AttentionArgs {
   // scales.token_layout "cache" lie like the cache's rows instead: [num_pages, page_size,
   // heads_k] (paged; batch_stride is the page stride), [batch, seqlen_k, heads_k] or ragged
   // [total_k, heads_k] (contiguous), with row_stride too. Scales apply to the nope columns; rope
-  // columns are not quantised.
+  // columns are not quantised. Per-block K scales (scales.k_block) add a last dimension, the
+  // row's blocks: [num_pages, page_size, heads_k, blocks] with block_stride (FlashMLA's fp8
+  // latent rows hold them in the row: docs/decode.md).
   struct Scale {
     const void* data = nullptr;
     int64_t batch_stride = -1;
     int64_t head_stride = -1;
-    int64_t row_stride = -1;  // per-token K and V scales laid out like the cache
+    int64_t row_stride = -1;    // per-token K and V scales laid out like the cache
+    int64_t block_stride = -1;  // per-block K scales (scales.k_block)
   };
   Scale q_scale, k_scale, v_scale;
 };

@@ -211,16 +211,20 @@ std::vector<float> DeviceProblem::quantise(char which, std::vector<float>& value
   const double target = is_float8(config_.dtype.qkv) ? type.max_finite : 4.0;
   const ElementType& stored = element_type(g == ScaleGranularity::per_token ? config_.dtype.scale.value_or(DType::fp32)
                                                                           : DType::fp32);
-  auto group_of = [&](int r, int h) -> size_t {
-    return g == ScaleGranularity::per_tensor ? 0 : g == ScaleGranularity::per_head ? size_t(h) : size_t(r) * heads + h;
+  const int blocks = scale_blocks(which), block_cols = dim / blocks;  // per-block K scales
+  auto group_of = [&](int r, int h, int d) -> size_t {
+    return g == ScaleGranularity::per_tensor ? 0
+           : g == ScaleGranularity::per_head ? size_t(h)
+                                             : (size_t(r) * heads + h) * blocks + d / block_cols;
   };
-  const size_t groups = g == ScaleGranularity::per_tensor ? 1 : g == ScaleGranularity::per_head ? heads
-                                                                                                  : size_t(rows) * heads;
+  const size_t groups = g == ScaleGranularity::per_tensor ? 1
+                        : g == ScaleGranularity::per_head ? heads
+                                                          : size_t(rows) * heads * blocks;
   std::vector<float> amax(groups, 0.f);
   for (int r = 0; r < rows; ++r)
     for (int h = 0; h < heads; ++h)
       for (int d = 0; d < dim; ++d) {
-        float& m = amax[group_of(r, h)];
+        float& m = amax[group_of(r, h, d)];
         m = std::max(m, std::fabs(values[(size_t(r) * heads + h) * dim + d]));
       }
   std::vector<float> scale(groups);
@@ -228,14 +232,21 @@ std::vector<float> DeviceProblem::quantise(char which, std::vector<float>& value
     const float raw = amax[i] > 0 ? float(amax[i] / target) : 1.f;
     scale[i] = stored.decode(stored.encode(raw));
   }
-  std::vector<float> per_row(size_t(rows) * heads);
+  std::vector<float> per_row(size_t(rows) * heads * blocks);
   for (int r = 0; r < rows; ++r)
-    for (int h = 0; h < heads; ++h) {
-      const float sc = scale[group_of(r, h)];
-      per_row[size_t(r) * heads + h] = sc;
-      for (int d = 0; d < dim; ++d) values[(size_t(r) * heads + h) * dim + d] /= sc;
-    }
+    for (int h = 0; h < heads; ++h)
+      for (int d = 0; d < dim; ++d) {
+        const float sc = scale[group_of(r, h, d)];
+        per_row[(size_t(r) * heads + h) * blocks + d / block_cols] = sc;
+        values[(size_t(r) * heads + h) * dim + d] /= sc;
+      }
   return per_row;
+}
+
+// Per-token K scales of each key row: one per scales.k_block nope columns, or one.
+int DeviceProblem::scale_blocks(char which) const {
+  const int block = config_.scales.k_block;
+  return which == 'k' && block > 0 ? config_.head_dim.nope() / block : 1;
 }
 
 ScaleGranularity DeviceProblem::granularity(char which) const {
@@ -260,9 +271,11 @@ std::vector<int64_t> DeviceProblem::scale_shape(char which) const {
     case ScaleGranularity::per_token: break;
   }
   if (!is_q && config_.scales.token_layout == ScaleLayout::cache) {  // like the cache's rows
-    if (config_.kv_layout.paged) return {num_pages_, config_.kv_layout.page_size, heads};
-    if (config_.varlen) return {rows_k_, heads};
-    return {shape_.batch, shape_.seqlen_k, heads};
+    std::vector<int64_t> shape = config_.kv_layout.paged ? std::vector<int64_t>{num_pages_, config_.kv_layout.page_size, heads}
+                                 : config_.varlen        ? std::vector<int64_t>{rows_k_, heads}
+                                                         : std::vector<int64_t>{shape_.batch, shape_.seqlen_k, heads};
+    if (scale_blocks(which) > 1) shape.push_back(scale_blocks(which));  // per-block K scales
+    return shape;
   }
   if (packed_scales(which)) return {heads, is_q ? rows_q_ : rows_k_};
   return {shape_.batch, heads, is_q ? shape_.seqlen_q : shape_.seqlen_k};
@@ -296,14 +309,16 @@ void DeviceProblem::upload_scales(char which, const std::vector<float>& per_row)
   std::vector<float> values(n, 0.f);
   if (granularity(which) == ScaleGranularity::per_token && !is_q && config_.scales.token_layout == ScaleLayout::cache) {
     // At each key row's place in the cache's layout: [pages, page_size, heads] (a one-column
-    // tensor of the paged cache), [batch, seqlen_k, heads], or ragged [total_k, heads].
+    // tensor of the paged cache), [batch, seqlen_k, heads], or ragged [total_k, heads]; per-block
+    // scales a last dimension of the row's blocks.
+    const int blocks = scale_blocks(which);
     for (int r = 0; r < rows; ++r) {
       const auto [b, pos] = row_position(false, r);
       for (int h = 0; h < heads; ++h) {
         const size_t i = config_.kv_layout.paged ? device_index(false, r, heads, 1, h, 0)
                          : config_.varlen        ? size_t(r) * heads + h
                                                  : (size_t(b) * shape_.seqlen_k + pos) * heads + h;
-        values[i] = per_row[size_t(r) * heads + h];
+        for (int g = 0; g < blocks; ++g) values[i * blocks + g] = per_row[(size_t(r) * heads + h) * blocks + g];
       }
     }
   } else if (granularity(which) == ScaleGranularity::per_token) {
@@ -339,7 +354,8 @@ std::vector<float> DeviceProblem::write_input(const TensorSlot& t, std::vector<f
         unsigned char* slot = dev.data() + device_index(t.is_q, r, t.heads, t.dim, hh, d) * t.type->bytes;
         const size_t i = (size_t(r) * t.heads + hh) * t.dim + d;
         store_element(*t.type, values[i], slot);
-        const float sc = scale.empty() ? 1.f : scale[size_t(r) * t.heads + hh];
+        const int blocks = scale_blocks(t.which);
+        const float sc = scale.empty() ? 1.f : scale[(size_t(r) * t.heads + hh) * blocks + d / (t.dim / blocks)];
         (*t.host)[(size_t(r) * t.heads + hh) * t.host_dim + t.host_offset + d] = load_element(*t.type, slot) * sc;
       }
   FLASHJIT_CU(driver().cuMemcpyHtoD(t.dst, dev.data(), dev.size()));

@@ -79,14 +79,16 @@ class DeviceProblem {
   // Replaces input `which` ('q', 'k' or 'v') with `values`, host order [rows][heads][dim] over
   // the whole head (rope columns last): quantised as the config scales it (amax over each group
   // over the element type's largest value, rounded to dtype.scale), the rope columns stored in
-  // dtype.rope. Returns the scale of each (row, head), empty when the input is not scaled.
+  // dtype.rope. Returns the scale of each (row, head) (and block, with scales.k_block), empty
+  // when the input is not scaled.
   std::vector<float> set_input(char which, const std::vector<float>& values);
   // Where value (row r, head h, column d) of input `which` sits in the input's device layout
   // with the whole head (rope columns included): the layout of npy files of that input.
   size_t input_index(char which, int r, int h, int d) const;
   // The shape of input `which`'s scale tensor as the kernels read it: [1] per tensor, [heads]
-  // per head, per token [batch, heads, seqlen] ([heads, total rows] where the rows are packed);
-  // empty when the config does not scale the input.
+  // per head, per token [batch, heads, seqlen] ([heads, total rows] where the rows are packed),
+  // or like the cache's rows (scales.token_layout "cache", a last dimension of blocks with
+  // scales.k_block); empty when the config does not scale the input.
   std::vector<int64_t> scale_shape(char which) const;
   ScaleGranularity granularity(char which) const;  // the config's scales of input 'q', 'k' or 'v'
   // Replaces that tensor with `values` (scale_shape's layout), stored in dtype.scale per token,
@@ -130,6 +132,7 @@ class DeviceProblem {
   // of scales; `host` then holds the dequantised values.
   void upload_scales(char which, const std::vector<float>& scales);
   bool packed_scales(char which) const;            // per-token scales as [heads, total rows]
+  int scale_blocks(char which) const;              // per-token scales of a row (scales.k_block)
   std::vector<float> quantise(char which, std::vector<float>& host_values, int rows, int heads, int dim) const;
   // (batch entry, position in it) of host row r of the queries or keys.
   std::pair<int, int> row_position(bool is_q, int r) const;

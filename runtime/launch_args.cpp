@@ -180,19 +180,26 @@ AttentionParams common_params(const Config& c, const LaunchInfo& launch, const A
   fill_scale_strides(a.q_scale, ragged, a.heads_q, a.seqlen_q, a.total_q, p.q_scale_strides);
   // Per-token K and V scales: by the key's position in its sequence, paged or not, or like the
   // cache's rows ([pages or batch, rows, heads_k], contiguous unless strides are given).
+  // Per-block K scales add a last dimension, the row's blocks.
   const bool in_cache = c.scales.token_layout == ScaleLayout::cache;
-  auto key_scales = [&](const char* name, const AttentionArgs::Scale& s, long long (&strides)[2], long long& row) {
+  const int64_t blocks = c.scales.k_block > 0 ? (c.head_dim.qk - c.head_dim.rope) / c.scales.k_block : 1;
+  if (c.scales.k_block == 0 && a.k_scale.block_stride >= 0)
+    fail("args.k_scale.block_stride is set, but the config has one K scale per key row (scales.k_block 0)");
+  if (a.v_scale.block_stride >= 0) fail("args.v_scale.block_stride is set, but V scales have no blocks (V takes K's)");
+  p.k_scale_block_stride = a.k_scale.block_stride >= 0 ? a.k_scale.block_stride : 1;
+  auto key_scales = [&](const char* name, const AttentionArgs::Scale& s, long long (&strides)[2], long long& row,
+                        int64_t per_row) {
     if (!in_cache && s.row_stride >= 0)
       fail(std::string("args.") + name + "_scale.row_stride is set, but the config's per-token scales are by position "
            "(scales.token_layout \"positions\"); a row stride goes with \"cache\"");
     if (!in_cache) return fill_scale_strides(s, ragged && !paged, a.heads_k, a.seqlen_k, a.total_k, strides);
     const int64_t rows = paged ? c.kv_layout.page_size : ragged ? 0 : a.seqlen_k;
-    strides[1] = s.head_stride >= 0 ? s.head_stride : 1;
-    row = s.row_stride >= 0 ? s.row_stride : a.heads_k;
-    strides[0] = s.batch_stride >= 0 ? s.batch_stride : rows * a.heads_k;
+    strides[1] = s.head_stride >= 0 ? s.head_stride : per_row;
+    row = s.row_stride >= 0 ? s.row_stride : a.heads_k * per_row;
+    strides[0] = s.batch_stride >= 0 ? s.batch_stride : rows * a.heads_k * per_row;
   };
-  key_scales("k", a.k_scale, p.k_scale_strides, p.k_scale_row_stride);
-  key_scales("v", a.v_scale, p.v_scale_strides, p.v_scale_row_stride);
+  key_scales("k", a.k_scale, p.k_scale_strides, p.k_scale_row_stride, blocks);
+  key_scales("v", a.v_scale, p.v_scale_strides, p.v_scale_row_stride, 1);
   return p;
 }
 

@@ -130,6 +130,7 @@ class LaunchPlan:
         k_scale_row_stride: Optional[int] = None,
         v_scale_strides: Optional[tuple[int, int]] = None,
         v_scale_row_stride: Optional[int] = None,
+        k_scale_block_stride: Optional[int] = None,
     ) -> None: ...
     @property
     def kernel(self) -> LoadedKernel: ...

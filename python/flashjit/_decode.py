@@ -162,12 +162,14 @@ def _layout(q, k, v, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, max_
 
 def _scales(lay: _Layout, q_scale, k_scale, v_scale, device, token_layout="positions", k=None):
     """The config's scales, dtype.scale, the per-token scales' strides, and (token_layout "cache")
-    K's and V's row strides: (names, dtype, q strides, k strides, v strides, k row, v row).
+    K's and V's row strides and K's block stride: (names, dtype, q strides, k strides, v strides,
+    k row, v row, k block).
     Per-token Q scales follow q ([batch, heads_q, seqlen_q], ragged [heads_q, total_q]); per-token
     K and V scales are indexed by each key's position in its sequence: [batch, heads_k, positions],
     positions covering every sequence's cached keys (the kernel reads positions below each cache
     length), or with token_layout "cache" lie like the cache's rows: k_cache.shape[:3]
-    ([num_pages, page_size, heads_k] or [batch, seqlen_k, heads_k])."""
+    ([num_pages, page_size, heads_k] or [batch, seqlen_k, heads_k]); K's may add a last dimension
+    of blocks, one scale per k_cache.shape[-1] / blocks columns (scales.k_block)."""
     if token_layout not in ("positions", "cache"):
         _fail(f"scale_layout = {token_layout!r}: 'positions' or 'cache'")
     q_shape = (lay.heads_q, lay.total_q) if lay.varlen else (lay.batch, lay.heads_q, lay.seqlen_q)
@@ -176,8 +178,16 @@ def _scales(lay: _Layout, q_scale, k_scale, v_scale, device, token_layout="posit
         positions = per_key.shape[-1] if per_key is not None else lay.seqlen_k
         return _scales_of_shapes((q_scale, k_scale, v_scale), (lay.heads_q, lay.heads_k),
                                  (q_shape, (lay.batch, lay.heads_k, positions)), (lay.varlen, False), device,
-                                 fail=_fail) + (None, None)
+                                 fail=_fail) + (None, None, None)
     rows = tuple(k.shape[:3])
+    blocked = k_scale is not None and k_scale.dim() == 4  # per-block K scales: a last dimension of blocks
+    if blocked:
+        blocks = k_scale.shape[3]
+        if blocks < 1 or k.shape[-1] % blocks or (k.shape[-1] // blocks) % 128:
+            _fail(f"k_scale has {blocks} scales per key row: each must cover a multiple of 128 of "
+                  f"kv_cache's {k.shape[-1]} columns")
+        k_block, block_stride = k.shape[-1] // blocks, k_scale.stride(3)
+        k_scale = k_scale.select(3, 0)  # its rows, checked like per-token scales
     in_cache = [t is not None and t.dim() == 3 for t in (k_scale, v_scale)]
     if not any(in_cache):
         _fail(f"scale_layout 'cache' takes a per-token k_scale or v_scale shaped like the cache's rows {rows}")
@@ -201,7 +211,10 @@ def _scales(lay: _Layout, q_scale, k_scale, v_scale, device, token_layout="posit
         names["k"] = "per_token"
     if in_cache[1]:
         names["v"] = "per_token"
-    return names, kinds.pop(), q_strides, strides[0][0], strides[1][0], strides[0][1], strides[1][1]
+    if blocked:
+        names["k_block"] = k_block
+    return (names, kinds.pop(), q_strides, strides[0][0], strides[1][0], strides[0][1], strides[1][1],
+            block_stride if blocked else None)
 
 
 def _out_dtype(dtype):
@@ -298,7 +311,7 @@ def _make_plan(q, k, v, cache_seqlens, page_table, causal, window, softmax_scale
         total_q=lay.total_q, total_k=0, softmax_scale=float(softmax_scale or 0.0), window_left=left,
         window_right=right, num_pages=lay.num_pages, max_pages=lay.max_pages, page_table_stride=lay.page_stride,
         num_splits=int(num_splits), q_scale_strides=scales[2], k_scale_strides=scales[3], v_scale_strides=scales[4],
-        k_scale_row_stride=scales[5], v_scale_row_stride=scales[6])
+        k_scale_row_stride=scales[5], v_scale_row_stride=scales[6], k_scale_block_stride=scales[7])
     # The splits' scratch depends on the signature only: sized once, with this call's tensors.
     o_probe = _empty(plan.o_shape, dtype=plan.o_dtype, device=plan.device) if out is None else out
     plan.workspace = plan.launch.workspace_bytes(
@@ -557,8 +570,11 @@ def mla_decode(
             the keys up to ``cache_seqlens - T + t``, the chunk's own keys already in the cache).
         q_scale, k_scale: an fp8 cache's dequantisation scales, as :func:`flashjit.decode`'s
             (k_scale per tensor, per head or per token ``[batch, heads_k, positions]``, or with
-            ``scale_layout="cache"`` like kv_cache's rows, ``kv_cache.shape[:3]``); the values
-            take K's scales, and the rope parts are not scaled.
+            ``scale_layout="cache"`` like kv_cache's rows, ``kv_cache.shape[:3]``, or
+            ``kv_cache.shape[:3] + (blocks,)``: one scale per ``d / blocks`` columns, a multiple of
+            128 (FlashMLA's fp8 rows, 512 e4m3 + 4 fp32 scales + 64 bf16 rope in 656 bytes, are
+            three views of one buffer: docs/decode.md); the values take K's scales, and the rope
+            parts are not scaled.
         The rest as :func:`flashjit.decode`; the output is ``[..., heads_q, head_dim_v]`` and
         ``softmax_scale`` defaults to 1/sqrt(d + d_rope).
     """

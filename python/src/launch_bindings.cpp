@@ -90,7 +90,7 @@ void register_launch(nb::module_& m) {
              int num_pages, int max_pages, int64_t page_table_stride, int num_splits,
              std::optional<std::array<int64_t, 2>> q_scale_strides, std::optional<std::array<int64_t, 2>> k_scale_strides,
              std::optional<int64_t> k_scale_row_stride, std::optional<std::array<int64_t, 2>> v_scale_strides,
-             std::optional<int64_t> v_scale_row_stride) {
+             std::optional<int64_t> v_scale_row_stride, std::optional<int64_t> k_scale_block_stride) {
             AttentionArgs a;
             a.q = strided(q);
             a.k = strided(k);
@@ -130,6 +130,7 @@ void register_launch(nb::module_& m) {
               a.v_scale.head_stride = (*v_scale_strides)[1];
             }
             if (v_scale_row_stride) a.v_scale.row_stride = *v_scale_row_stride;
+            if (k_scale_block_stride) a.k_scale.block_stride = *k_scale_block_stride;
             new (self) LaunchPlan{kernel, a};
           },
           nb::arg("kernel"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("o"), nb::arg("q_rope").none(),
@@ -140,11 +141,13 @@ void register_launch(nb::module_& m) {
           nb::arg("page_table_stride") = -1, nb::arg("num_splits") = 0, nb::arg("q_scale_strides").none() = nb::none(),
           nb::arg("k_scale_strides").none() = nb::none(), nb::arg("k_scale_row_stride").none() = nb::none(),
           nb::arg("v_scale_strides").none() = nb::none(), nb::arg("v_scale_row_stride").none() = nb::none(),
+          nb::arg("k_scale_block_stride").none() = nb::none(),
           "Tensors are (batch, row, head) element strides (ragged tensors: batch ignored; paged caches: "
           "(page, row, head)); lse is (batch, head) strides or None; softmax_scale 0 selects "
           "1/sqrt(head_dim.qk); num_splits 0 lets a decode kernel choose; *_scale_strides are per-token "
           "scales' (batch, head) strides; *_scale_row_stride the row stride of per-token K and V scales laid "
-          "out like the cache (scales.token_layout \"cache\": (page, row, head) strides).")
+          "out like the cache (scales.token_layout \"cache\": (page, row, head) strides); "
+          "k_scale_block_stride the stride between a key row's per-block K scales (scales.k_block).")
       .def_prop_ro("kernel", [](const LaunchPlan& p) { return p.kernel; })
       .def("launch", &LaunchPlan::launch, nb::arg("stream"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
            nb::arg("o"), nb::arg("q_rope"), nb::arg("k_rope"), nb::arg("lse"), nb::arg("cu_seqlens_q"),

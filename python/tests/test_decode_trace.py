@@ -160,3 +160,17 @@ def test_k_scales_laid_out_like_the_cache():
     with pytest.raises(flashjit.ArgumentError, match="'positions' or 'cache'"):
         flashjit.decode(q, k, v, k_scale=meta(100, 16, 8, dtype=f32), v_scale=meta(1, dtype=f32),
                         scale_layout="pages", **kw)
+
+
+def test_per_block_k_scales_of_an_fp8_latent_cache():
+    """FlashMLA's fp8 rows: k_scale [pages, page_size, 1, blocks], one scale per 128 columns."""
+    f8, f32 = torch.float8_e4m3fn, torch.float32
+    kw = dict(page_table=meta(4, 20, dtype=I32), cache_seqlens=meta(4, dtype=I32), scale_layout="cache")
+    q, q_pe = meta(4, 1, 16, 512), meta(4, 1, 16, 64)
+    ckv, kpe = meta(100, 64, 1, 512, dtype=f8), meta(100, 64, 1, 64)
+    o = flashjit.mla_decode(q, q_pe, ckv, kpe, k_scale=meta(100, 64, 1, 4, dtype=f32), **kw)
+    assert o.dtype == BF16 and tuple(o.shape) == (4, 1, 16, 512)
+    with pytest.raises(flashjit.ArgumentError, match="k_scale has 8 scales per key row"):
+        flashjit.mla_decode(q, q_pe, ckv, kpe, k_scale=meta(100, 64, 1, 8, dtype=f32), **kw)
+    with pytest.raises(flashjit.ArgumentError, match="shaped like the cache's rows"):
+        flashjit.mla_decode(q, q_pe, ckv, kpe, k_scale=meta(100, 32, 1, 4, dtype=f32), **kw)

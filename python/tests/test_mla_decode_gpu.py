@@ -1,8 +1,9 @@
 """flashjit.mla_decode on a GPU against an fp64 reference: DeepSeek's latent cache (512 nope + 64
 rope columns, V the first 512) paged as FlashInfer keeps it (ckv and kpe apart) and as FlashMLA
 does (one 576-column buffer), 16 and 128 heads, causal steps of two tokens, the LSE, an fp8 (e4m3)
-cache with per-token scales beside a bf16 rope part, prefill chunks against the cache (40 to 200
-causal tokens), and the errors for mismatched rope parts.
+cache with per-token scales beside a bf16 rope part, FlashMLA's fp8 rows (per-block scales inside
+each row), prefill chunks against the cache (40 to 200 causal tokens), and the errors for
+mismatched rope parts.
 Skipped without torch or a GPU."""
 
 import pytest
@@ -138,6 +139,44 @@ def test_bf16_q_beside_an_fp8_cache_matches_fp64(seed):
     want, _ = reference(torch.cat([q, q_pe], -1), torch.cat([ckv_deq, kpe.double()], -1), ckv_deq, lens, False, None,
                         scale=576 ** -0.5)
     assert rel_error(o, want) < 3e-2, f"seed {seed}: {rel_error(o, want):.3e}"
+
+
+@pytest.mark.parametrize("heads, tokens, causal", [(16, 1, False), (128, 2, True)])
+def test_flashmla_fp8_rows_as_views_match_fp64(seed, heads, tokens, causal):
+    """FlashMLA's fp8 latent cache: each 656-byte row holds 512 e4m3 nope values, four fp32 scales
+    (one per 128 columns) and 64 bf16 rope values, read through three views of the one buffer
+    (scale_layout "cache", k_scale [pages, page_size, 1, 4]); q bf16."""
+    lens = [3000, 1, 700]
+    batch, longest = len(lens), max(lens)
+    # Blocks of very different magnitudes, so one scale per row would not reproduce them.
+    spread = torch.rand(batch, longest, 1, 4, 1, device=DEV) * 8 + 0.01
+    blocks = torch.randn(batch, longest, 1, 4, 128, device=DEV) * spread
+    scale = blocks.abs().amax(-1).clamp(min=1e-6) / 448                        # [B, S, 1, 4]
+    nope8 = (blocks / scale[..., None]).to(torch.float8_e4m3fn).flatten(-2)    # [B, S, 1, 512]
+    kpe = torch.randn(batch, longest, 1, 64, dtype=torch.bfloat16, device=DEV)
+    rows = torch.cat([nope8.view(torch.uint8), scale.contiguous().view(torch.uint8), kpe.view(torch.uint8)], -1)
+    assert rows.shape[-1] == 656
+    pages, _, table = paged_cache(rows, rows[..., :8], lens, 64)
+    nope_pages = pages[..., :512].view(torch.float8_e4m3fn)
+    scale_pages = pages[..., 512:528].view(torch.float32)
+    rope_pages = pages[..., 528:].view(torch.bfloat16)
+    q = torch.randn(batch, tokens, heads, 512, dtype=torch.bfloat16, device=DEV)
+    q_pe = torch.randn(batch, tokens, heads, 64, dtype=torch.bfloat16, device=DEV)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    o, lse = flashjit.mla_decode(q, q_pe, nope_pages, rope_pages, page_table=table, cache_seqlens=seqlens,
+                                 causal=causal, return_lse=True, k_scale=scale_pages, scale_layout="cache")
+    assert o.dtype == torch.bfloat16 and o.shape == (batch, tokens, heads, 512)
+    ckv_deq = (nope8.double().unflatten(-1, (4, 128)) * scale[..., None].double()).flatten(-2)
+    want_o, want_lse = reference(torch.cat([q, q_pe], -1), torch.cat([ckv_deq, kpe.double()], -1), ckv_deq, lens,
+                                 causal, None, scale=576 ** -0.5)
+    assert rel_error(o, want_o) < 3e-2, f"seed {seed}: {rel_error(o, want_o):.3e}"
+    finite = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(lse), finite), f"seed {seed}"
+    assert (lse[finite].double() - want_lse[finite]).abs().max().item() < 1e-2, f"seed {seed}"
+    # A block count that leaves a block of fewer than 128 columns is named.
+    with pytest.raises(flashjit.ArgumentError, match="scales per key row"):
+        flashjit.mla_decode(q, q_pe, nope_pages, rope_pages, page_table=table, cache_seqlens=seqlens,
+                            k_scale=pages[..., 512:544].view(torch.float32), scale_layout="cache")
 
 
 def test_fp8_cache_rope_parts_are_16_bit():

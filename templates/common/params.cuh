@@ -104,6 +104,8 @@ struct AttentionParams {
   // the cache.
   long long v_scale_strides[2];
   long long v_scale_row_stride;
+  // Per-block K scales (scales.k_block): the stride between a key row's blocks.
+  long long k_scale_block_stride;
 };
 
 }  // namespace flashjit

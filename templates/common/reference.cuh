@@ -43,6 +43,9 @@ __device__ void attention(const AttentionParams& p) {
 
   __shared__ float q_row[T::kHeadDimQK];
   __shared__ float probs[kThreads];  // times V's scale of each key (shared K/V: K's)
+  // Per-block K scales (shared K/V): V column d takes its key's scale of block d / kBlockCols.
+  constexpr int kKeyBlocks = Scales<T>::kKeyBlocks, kBlockCols = kNope / kKeyBlocks;
+  __shared__ float block_scales[kKeyBlocks > 1 ? kKeyBlocks : 1][kThreads];
   __shared__ float scratch[kThreads / 32];
   __shared__ i64 k_off[kThreads], v_off[kThreads], kr_off[kThreads];  // this chunk's keys
   __shared__ int bad_page;  // a key's page-table entry named no page of the cache
@@ -91,11 +94,15 @@ __device__ void attention(const AttentionParams& p) {
       } else {
         const Element* kr = k + k_off[threadIdx.x];
         float dot = 0.f;
-        for (int d = 0; d < kNope; ++d) dot += q_row[d] * to_float(kr[d]);
-        const float k_scale = scales.key(kv, b, hk, s.k_start, j);
-        dot *= k_scale;  // the nope part is quantised; rope is not
-        if (T::kSharedKv) key_v_scale = k_scale;
-        else if (kValueScales) key_v_scale = scales.value(kv, b, hk, s.k_start, j);
+        for (int g = 0; g < kKeyBlocks; ++g) {
+          float part = 0.f;
+          for (int d = g * kBlockCols; d < (g + 1) * kBlockCols; ++d) part += q_row[d] * to_float(kr[d]);
+          const float k_scale = scales.key(kv, b, hk, s.k_start, j, g);
+          dot += part * k_scale;  // the nope part is quantised; rope is not
+          if (kKeyBlocks > 1) block_scales[g][threadIdx.x] = k_scale;
+          else if (T::kSharedKv) key_v_scale = k_scale;
+        }
+        if (!T::kSharedKv && kValueScales) key_v_scale = scales.value(kv, b, hk, s.k_start, j);
         if constexpr (T::kHeadDimRope > 0) {
           const RopeElement* krr = static_cast<const RopeElement*>(p.k_rope.ptr) + kr_off[threadIdx.x];
           for (int d = 0; d < T::kHeadDimRope; ++d) dot += q_row[kNope + d] * to_float(krr[d]);
@@ -115,7 +122,8 @@ __device__ void attention(const AttentionParams& p) {
       if (d >= T::kHeadDimV) break;
       float a = acc[e] * correction;
       for (int t = 0; t < count; ++t)
-        if (v_off[t] >= 0) a += probs[t] * to_float(v[v_off[t] + d]);
+        if (v_off[t] >= 0)
+          a += probs[t] * (kKeyBlocks > 1 ? block_scales[d / kBlockCols][t] : 1.f) * to_float(v[v_off[t] + d]);
       acc[e] = a;
     }
     m = m_new;

@@ -42,45 +42,61 @@ struct TokenScalesInCache<T, VoidOf<decltype(T::kTokenScalesInCache)>> {
   static constexpr bool value = T::kTokenScalesInCache;
 };
 
+// Per-token K scales of each key row: one per block of its nope columns (T::kKScaleBlocks,
+// scales.k_block, emitted only where set), or one.
+template <class T, class = void>
+struct KScaleBlocks {
+  static constexpr int value = 1;
+};
+template <class T>
+struct KScaleBlocks<T, VoidOf<decltype(T::kKScaleBlocks)>> {
+  static constexpr int value = T::kKScaleBlocks;
+};
+
 // The scales of one kernel's Q, K and V, from its Traits.
 template <class T>
 struct Scales {
   using S = typename T::ScaleElement;
   static constexpr bool kTokenScalesInCache = TokenScalesInCache<T>::value;
+  static constexpr int kKeyBlocks = KScaleBlocks<T>::value;
+  static_assert(kKeyBlocks == 1 || (kTokenScalesInCache && T::kKScale == ScaleKind::kPerToken),
+                "per-block K scales are per token, laid out like the cache's rows");
   TensorScale<T::kQScale, S, T::kVarlen> q;
   TensorScale<T::kKScale, S, T::kVarlen && !T::kPaged> k;  // by position: [batch, heads, position]
   TensorScale<T::kVScale, S, T::kVarlen && !T::kPaged> v;  // per tensor or head fp32, per token S
   long long k_row_stride, v_row_stride;  // per-token scales laid out like the cache: their row strides
+  long long k_block_stride;              // per-block K scales: between a row's blocks
 
   __device__ __forceinline__ static Scales make(const AttentionParams& p) {
     return Scales{{p.q_scale, p.q_scale_strides[0], p.q_scale_strides[1]},
                   {p.k_scale, p.k_scale_strides[0], p.k_scale_strides[1]},
                   {p.v_scale, p.v_scale_strides[0], p.v_scale_strides[1]},
                   p.k_scale_row_stride,
-                  p.v_scale_row_stride};
+                  p.v_scale_row_stride,
+                  p.k_scale_block_stride};
   }
 
   // Key j's K scale (of KV head kv_head in entry `batch`, whose ragged keys start at k_start):
   // by its position, or laid out like the cache's rows and read through the KV policy `kv`
-  // (0 where its page-table entry names no page of the cache).
+  // (0 where its page-table entry names no page of the cache); per-block scales: block `block`'s.
   template <class Kv>
-  __device__ __forceinline__ float key(const Kv& kv, int batch, int kv_head, int k_start, int j) const {
-    return of_key<T::kKScale>(k, k_row_stride, kv, batch, kv_head, k_start, j);
+  __device__ __forceinline__ float key(const Kv& kv, int batch, int kv_head, int k_start, int j, int block = 0) const {
+    return of_key<T::kKScale>(k, k_row_stride, kv, batch, kv_head, k_start, j, block * k_block_stride);
   }
   // The same for V (per tensor, per head, or per token like K's).
   template <class Kv>
   __device__ __forceinline__ float value(const Kv& kv, int batch, int kv_head, int k_start, int j) const {
-    return of_key<T::kVScale>(v, v_row_stride, kv, batch, kv_head, k_start, j);
+    return of_key<T::kVScale>(v, v_row_stride, kv, batch, kv_head, k_start, j, 0);
   }
 
  private:
   template <ScaleKind kKind, class Scale, class Kv>
   __device__ __forceinline__ static float of_key(const Scale& s, long long row_stride, const Kv& kv, int batch,
-                                                 int kv_head, int k_start, int j) {
+                                                 int kv_head, int k_start, int j, long long within) {
     if constexpr (kTokenScalesInCache && kKind == ScaleKind::kPerToken) {
       bool ok;
       const i64 off = kv.offset(TensorArg{s.ptr, s.batch_stride, row_stride, s.head_stride}, batch, j, kv_head, ok);
-      return ok ? to_float(static_cast<const S*>(s.ptr)[off]) : 0.f;
+      return ok ? to_float(static_cast<const S*>(s.ptr)[off + within]) : 0.f;
     } else {
       return s.at(batch, kv_head, k_start, j);
     }

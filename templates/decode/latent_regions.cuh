@@ -15,7 +15,8 @@
 //               tile's writes. The wgmma pass keeps one; the mma.sync pass still keeps the two
 //               it was measured with (dropping one changes its shared memory and tiles per SM)
 //   key scales[stages + 1]  per-token K scales (fp32) of each key row of an fp8 cache, when the
-//               config has them: one slot more than the ring, as in smem_regions.cuh
+//               config has them: one slot more than the ring, as in smem_regions.cuh; per-block
+//               scales (scales.k_block) [block][key row] in each slot
 //   flag        16 bytes: set when a page-table entry named no page of the cache
 // The seesaw pass (latent_seesaw.cuh, TMA loads: `seesaw`) keeps no row offsets and no
 // exchange; in their place:
@@ -38,6 +39,7 @@ struct LatentShape {
   int head_dim_rope = 0;
   int nope_bytes = 2;       // bytes of a nope element: 1 for an fp8 cache (its rope part is 16-bit)
   bool key_scales = false;  // per-token K scales
+  int key_scale_blocks = 1;  // per-token K scales of each key row (scales.k_block: one per block)
 };
 
 struct LatentRegions {
@@ -72,7 +74,7 @@ FLASHJIT_HOST_DEVICE constexpr LatentRegions latent_regions(LatentShape s) {
   r.exchange_offset = r.rows_offset + s.stages * r.rows_slot_bytes;
   r.exchange_slot_bytes = s.warps * 16 * s.block_n * 4;
   r.key_scale_offset = r.exchange_offset + s.exchange_slots * r.exchange_slot_bytes;
-  r.key_scale_slot_bytes = s.key_scales ? s.block_n * 4 : 0;
+  r.key_scale_slot_bytes = s.key_scales ? s.key_scale_blocks * s.block_n * 4 : 0;
   r.flag_offset = (r.key_scale_offset + (s.stages + 1) * r.key_scale_slot_bytes + 15) / 16 * 16;
   r.total = r.flag_offset + 16;
   return r;

@@ -34,6 +34,7 @@ struct LatentRing : KeyRing<Derived, T> {
   using QE = typename QElementOf<T>::type;  // E, or a 16-bit Q beside an fp8 cache
   static constexpr bool kFp8 = ElementTraits<E>::kBytes == 1;
   static constexpr bool kKeyScales = T::kKScale == ScaleKind::kPerToken;
+  static constexpr int kKeyBlocks = Scales<T>::kKeyBlocks;  // per-token K scales of a key row
   static constexpr int kBM = T::kBlockM, kBN = T::kBlockN, kWarps = T::kNumWarps;
   static constexpr int kDQK = T::kHeadDimQK, kDV = T::kHeadDimV, kDR = T::kHeadDimRope;
   static constexpr int kDN = kDQK - kDR, kStages = T::kStages;
@@ -42,7 +43,7 @@ struct LatentRing : KeyRing<Derived, T> {
   using QTile = sm80::SmemTile<kBM, kDQK>;
   using KTile = sm80::SmemTile<kBN, kNopeUnits + kDR>;
   static constexpr LatentRegions kR = latent_regions({kBM, kBN, kDQK, kWarps, kStages, T::kExchangeSlots, /*seesaw=*/T::kTmaKv,
-                                                      kDR, ElementTraits<E>::kBytes, kKeyScales});
+                                                      kDR, ElementTraits<E>::kBytes, kKeyScales, kKeyBlocks});
 
   static_assert(T::kThreads == kThreads, "threads");
   static_assert(kR.total == T::kSmemBytes, "host and device disagree on the shared-memory size");
@@ -57,15 +58,19 @@ struct LatentRing : KeyRing<Derived, T> {
 
   __device__ __forceinline__ explicit LatentRing(const AttentionParams& params) : Base(params) {}
 
-  __device__ __forceinline__ float* key_scale_slot(int n) const {
-    return this->token_scale_slot(kR.key_scale_offset, kR.key_scale_slot_bytes, n);
+  // Key tile n's per-token K scales of block `block` (one per key row).
+  __device__ __forceinline__ float* key_scale_slot(int n, int block = 0) const {
+    return this->token_scale_slot(kR.key_scale_offset, kR.key_scale_slot_bytes, n) + block * kBN;
   }
 
   // The ring's hooks (key_ring.cuh): each key row's second offset is its rope part's (K's own
   // rows when the rope columns are part of them); per-token K scales go beside the offsets.
   __device__ __forceinline__ const TensorArg& second_tensor() const { return kDR > 0 ? p.k_rope : p.k; }
   __device__ __forceinline__ void row_written(int n, int r, int j) const {
-    if constexpr (kKeyScales) key_scale_slot(n)[r] = j < kv.seqlen_k ? scales.key(kv, b, hk, seq.k_start, j) : 0.f;
+    if constexpr (kKeyScales)
+#pragma unroll
+      for (int g = 0; g < kKeyBlocks; ++g)
+        key_scale_slot(n, g)[r] = j < kv.seqlen_k ? scales.key(kv, b, hk, seq.k_start, j, g) : 0.f;
   }
   // Chunks [first, first + kCount) of every row of a tile from `base` plus each row's offset
   // (elements of Src: a chunk is 16 bytes of them).

@@ -19,7 +19,9 @@
 // its rope k-steps are 16-bit, in their own accumulator, since K's scale multiplies the nope
 // scores only: S = nope x K's scale (per-token scales ride beside the row offsets) + rope. V is
 // the same fp8 columns, so P is multiplied by the per-token scales before P V (or K's per-tensor
-// scale goes into 1/sum); each warp's V columns are whole 128-column panels.
+// scale goes into 1/sum); each warp's V columns are whole 128-column panels. Per-block scales
+// (scales.k_block, FlashMLA's fp8 rows: one per 128 columns) scale each block's partial scores,
+// and P by the block that holds the warp's V columns.
 #pragma once
 
 #include "common/mask.cuh"
@@ -42,7 +44,7 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
       Base::wm, Base::wn, Base::g, Base::t, Base::n_begin, Base::n_end, Base::n_unmasked_lo, Base::n_unmasked_hi,
       Base::p, Base::smem, Base::smem_base, Base::token_of, Base::head_of, Base::bad_page_flag, Base::row_slot,
       Base::kThreads, Base::kBM, Base::kBN, Base::kWarps, Base::kDQK, Base::kDV, Base::kDR, Base::kDN, Base::kR,
-      Base::kFp8, Base::kKeyScales, Base::kNopeChunks, Base::scales, Base::key_scale_slot;
+      Base::kFp8, Base::kKeyScales, Base::kKeyBlocks, Base::kNopeChunks, Base::scales, Base::key_scale_slot;
   using typename Base::E, typename Base::QTile, typename Base::KTile;
   static constexpr int kGroup = T::kGroup;
   static constexpr int kWarpsM = kBM / 16;
@@ -57,6 +59,9 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
   using Fp8Ops = KvOperands<E, QTile, kBN, kDQK, kVCols>;
   static constexpr int kNopeSteps = kFp8 ? kDN / 16 / kWarpsN : 0;
   static constexpr int kRopeSteps = kFp8 ? kDR / 16 / kWarpsN : 0;
+  // Per-block K scales (scales.k_block): a warp's chunk pair j covers columns [32 kWarpsN j,
+  // 32 kWarpsN (j + 1)), so a block is kBlockPairs whole pairs; a warp's V columns lie in one block.
+  static constexpr int kBlockCols = kDN / kKeyBlocks, kBlockPairs = kNopeSteps / 2 / kKeyBlocks;
 
   static_assert(kBM % 16 == 0 && kWarps % kWarpsM == 0, "warps cover the row blocks evenly");
   // Whole 64-column panels keep every ldmatrix address a lane constant plus an immediate: a
@@ -67,6 +72,9 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
   static_assert(!kFp8 || (kDN % (32 * kWarpsN) == 0 && kNopeChunks % 8 == 0 && kDR % (16 * kWarpsN) == 0 &&
                           kVCols % 128 == 0 && kNopeSteps + kRopeSteps == kKSteps),
                 "fp8: whole nope chunk pairs and rope steps for every warp, V in whole 128-column panels");
+  static_assert(kKeyBlocks == 1 || (kFp8 && kKeyScales && kBlockPairs * kKeyBlocks * 2 == kNopeSteps &&
+                                    kBlockCols % kVCols == 0),
+                "per-block K scales: whole chunk pairs of each warp in a block, each warp's V columns in one");
 
   sm80::LanePart lk, lv;
   u32 qa[kKSteps][4];  // this warp's Q fragments
@@ -105,12 +113,15 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
     }
   }
 
-  // fp8: this warp's part of a tile's scores, nope (widened, times K's scales) plus rope.
+  // fp8: this warp's part of a tile's scores, nope (widened, times K's scales) plus rope. With
+  // per-block K scales each block's chunk pairs are summed on their own and added into s_nope
+  // times their keys' scales of that block.
   __device__ __forceinline__ void scores_fp8(float (&s)[1][kNT][4], int n, int stage) const {
     float s_odd[1][kNT][4], s_rope[1][kNT][4];
+    float s_nope[1][kNT][4];  // per-block scales only
     const sm80::LanePart lks = lk.plus(stage * kR.kv_stage_bytes);
 #pragma unroll
-    for (int j = 0; j < kNopeSteps / 2; ++j)
+    for (int j = 0; j < kNopeSteps / 2; ++j) {
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
         // (keys 0..7, chunk c), (keys 0..7, c + 1), (keys 8..15, c), (keys 8..15, c + 1)
@@ -120,11 +131,11 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
         const u32 k10 = widen2<E, 0x1404>(b[1]), k11 = widen2<E, 0x3424>(b[1]);
         const u32 k20 = widen2<E, 0x1404>(b[2]), k21 = widen2<E, 0x3424>(b[2]);
         const u32 k30 = widen2<E, 0x1404>(b[3]), k31 = widen2<E, 0x3424>(b[3]);
-        if (j == 0) {
-          sm80::mma_16816_zero_c<fp16_t>(s[0][2 * np], qa[0], k00, k01);
-          sm80::mma_16816_zero_c<fp16_t>(s[0][2 * np + 1], qa[0], k20, k21);
-          sm80::mma_16816_zero_c<fp16_t>(s_odd[0][2 * np], qa[1], k10, k11);
-          sm80::mma_16816_zero_c<fp16_t>(s_odd[0][2 * np + 1], qa[1], k30, k31);
+        if (j % kBlockPairs == 0) {  // a block's first pair
+          sm80::mma_16816_zero_c<fp16_t>(s[0][2 * np], qa[2 * j], k00, k01);
+          sm80::mma_16816_zero_c<fp16_t>(s[0][2 * np + 1], qa[2 * j], k20, k21);
+          sm80::mma_16816_zero_c<fp16_t>(s_odd[0][2 * np], qa[2 * j + 1], k10, k11);
+          sm80::mma_16816_zero_c<fp16_t>(s_odd[0][2 * np + 1], qa[2 * j + 1], k30, k31);
         } else {
           sm80::mma_16816<fp16_t>(s[0][2 * np], qa[2 * j], k00, k01);
           sm80::mma_16816<fp16_t>(s[0][2 * np + 1], qa[2 * j], k20, k21);
@@ -132,6 +143,20 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
           sm80::mma_16816<fp16_t>(s_odd[0][2 * np + 1], qa[2 * j + 1], k30, k31);
         }
       }
+      if constexpr (kKeyBlocks > 1)
+        if (j % kBlockPairs == kBlockPairs - 1) {  // a block's last pair: its keys' scales
+          const int block = j / kBlockPairs;
+#pragma unroll
+          for (int jn = 0; jn < kNT; ++jn) {
+            const float2 k = *reinterpret_cast<const float2*>(key_scale_slot(n, block) + 8 * jn + 2 * t);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const float part = (s[0][jn][e] + s_odd[0][jn][e]) * (e % 2 ? k.y : k.x);
+              s_nope[0][jn][e] = block == 0 ? part : s_nope[0][jn][e] + part;
+            }
+          }
+        }
+    }
     using R = typename T::RopeElement;
 #pragma unroll
     for (int r = 0; r < kRopeSteps; ++r)
@@ -149,6 +174,14 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
       }
 #pragma unroll
     for (int j = 0; j < kNT; ++j) {
+      if constexpr (kKeyBlocks > 1) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[0][j][e] = s_nope[0][j][e] * nope_factor;
+          if constexpr (kRopeSteps > 0) s[0][j][e] += s_rope[0][j][e];
+        }
+        continue;
+      }
       float f0 = nope_factor, f1 = nope_factor;
       if constexpr (kKeyScales) {
         const float2 k = *reinterpret_cast<const float2*>(key_scale_slot(n) + 8 * j + 2 * t);
@@ -224,8 +257,9 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
     if (n >= n_unmasked_hi || n < n_unmasked_lo) this->mask_scores(s, n * kBN);
     softmax.update(s, acc_o, p.softmax_scale_log2);
     if constexpr (kFp8) {
-      // V (K's columns) takes K's per-token scales into P.
-      if constexpr (kKeyScales) scale_key_columns(s, key_scale_slot(n), t, Fp8Ops::kTokenPFactor);
+      // V (K's columns) takes K's per-token scales into P (per-block: its V columns' block's).
+      if constexpr (kKeyScales)
+        scale_key_columns(s, key_scale_slot(n, wn * kVCols / kBlockCols), t, Fp8Ops::kTokenPFactor);
       u32 pa[1][kPSteps][4];
       pack_p<fp16_t>(s, pa);
       Fp8Ops::template pv<kDT, kPSteps>(acc_o, pa, lv.plus(stage * kR.kv_stage_bytes));

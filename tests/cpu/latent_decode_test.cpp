@@ -10,6 +10,7 @@
 #include "runtime/family_host.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <set>
 #include <string>
@@ -146,6 +147,111 @@ TEST(LatentDecode, Fp8CacheTilesAndSharedMemory) {
   const KernelSource ref = generate_reference(mla_fp8(16, 1));
   EXPECT_NE(ref.unit.find("kSharedKv = true"), std::string::npos);
   EXPECT_NO_THROW(compile(ref));
+}
+
+// FlashMLA's fp8 latent rows (512 e4m3 + four fp32 scales + 64 bf16 rope, 656 bytes): per-token K
+// scales of each 128-column block (scales.k_block) beside the cache's rows. The rules name the
+// field they break, the kernel gets a trait and a scale slot per block, the launch reads the
+// scales as a view into the rows, and the kernels compile.
+TEST(LatentDecode, PerBlockKeyScales) {
+  Config c = mla_fp8(16, 1);
+  c.scales.token_layout = ScaleLayout::cache;
+  c.scales.k_block = 128;
+  EXPECT_TRUE(check_config(c).empty());
+  const Config r = resolve(c);
+  const KernelSource src = generate(r);
+  EXPECT_NE(src.unit.find("kKScaleBlocks = 4"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(canonical_json(r))["scales"]["k_block"], 128);
+  // Four scales per key row in each of the four scale slots (three stages and one ahead).
+  const int want = 16 * 576 * 2 + 3 * 32 * 640 + 3 * 32 * 16 + 2 * 4 * 16 * 32 * 4 + 4 * 4 * 32 * 4 + 16;
+  EXPECT_EQ(src.launch.smem_bytes, want);
+  // One scale a row: neither the trait nor the key in the canonical config.
+  Config one = c;
+  one.scales.k_block = 0;
+  EXPECT_EQ(generate(resolve(one)).unit.find("kKScaleBlocks"), std::string::npos);
+  EXPECT_FALSE(nlohmann::json::parse(canonical_json(resolve(one)))["scales"].contains("k_block"));
+  // The rules.
+  for (int block : {64, 96, 384, -128}) {
+    Config bad = c;
+    bad.scales.k_block = block;
+    EXPECT_EQ(issue_paths(bad), std::set<std::string>{"scales.k_block"}) << block;
+  }
+  Config positions = c;
+  positions.scales.token_layout = ScaleLayout::positions;
+  EXPECT_EQ(issue_paths(positions), std::set<std::string>{"scales.k_block"});
+  Config per_tensor = c;
+  per_tensor.scales.k = ScaleGranularity::per_tensor;
+  per_tensor.scales.token_layout = ScaleLayout::positions;
+  per_tensor.dtype.scale.reset();  // no per-token scales left
+  EXPECT_EQ(issue_paths(per_tensor), std::set<std::string>{"scales.k_block"});
+  Config bf16 = mla(16, 1);
+  bf16.scales.k_block = 128;
+  EXPECT_EQ(issue_paths(bf16), std::set<std::string>{"scales.k_block"});
+  Config gqa = c;  // a GQA fp8 cache: one scale per key row
+  gqa.head_dim = {128, 128, 0};
+  gqa.kv_layout = {true, 64, false};
+  gqa.dtype.rope.reset();
+  gqa.group = 4;
+  EXPECT_EQ(issue_paths(gqa), std::set<std::string>{"scales.k_block"});
+  // A warp's V columns lie in one block: two warps of 256 columns each do not.
+  Config wide = c;
+  wide.tuning.num_warps = 2;
+  EXPECT_EQ(issue_paths(wide), std::set<std::string>{"tuning.num_warps"});
+  Config blocks256 = wide;
+  blocks256.scales.k_block = 256;
+  EXPECT_TRUE(check_config(blocks256).empty());
+  // The launch: [num_pages, page_size, heads_k, blocks] by default, or a view into the rows.
+  const void* data = reinterpret_cast<const void*>(uintptr_t(1) << 20);  // never dereferenced
+  AttentionArgs a;
+  a.q = a.o = Tensor::bshd(data, 1, 16, 512);
+  a.q_rope = Tensor::bshd(data, 1, 16, 64);
+  a.k = Tensor::paged(data, 64, 1, 512);
+  a.k_rope = Tensor::paged(data, 64, 1, 64);
+  a.page_table = reinterpret_cast<const int*>(data);
+  a.max_pages = 16;
+  a.num_pages = 64;
+  a.lse = reinterpret_cast<float*>(uintptr_t(1) << 20);
+  a.batch = 4;
+  a.seqlen_q = 1;
+  a.seqlen_k = 1000;
+  a.heads_q = 16;
+  a.heads_k = 1;
+  a.q_scale.data = a.k_scale.data = data;
+  DeviceLimits device;
+  const FamilyHost& host = family_host(src.launch.family);
+  LaunchPlan plan = host.plan(r, src.launch, a, device);
+  EXPECT_EQ(plan.params.k_scale_block_stride, 1);
+  EXPECT_EQ(plan.params.k_scale_strides[1], 4);
+  EXPECT_EQ(plan.params.k_scale_row_stride, 4);
+  EXPECT_EQ(plan.params.k_scale_strides[0], 64 * 4);
+  a.k_scale.batch_stride = 656 / 4 * 64;  // floats 128..131 of each 656-byte row
+  a.k_scale.row_stride = 656 / 4;
+  a.k_scale.head_stride = 0;
+  plan = host.plan(r, src.launch, a, device);
+  EXPECT_EQ(plan.params.k_scale_row_stride, 656 / 4);
+  EXPECT_EQ(plan.params.k_scale_block_stride, 1);
+  // A block stride without blocks is refused by name.
+  AttentionArgs stray = a;
+  stray.k_scale.block_stride = 1;
+  const Config r1 = resolve(one);
+  EXPECT_THROW(
+      try { host.plan(r1, generate(r1).launch, stray, device); } catch (const ArgumentError& e) {
+        EXPECT_NE(std::string(e.what()).find("args.k_scale.block_stride"), std::string::npos) << e.what();
+        throw;
+      },
+      ArgumentError);
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    Config t = c;
+    t.arch = arch;
+    const CompiledKernel kernel = compile(generate(resolve(t)));
+    EXPECT_EQ(kernel.report.spill_stores, 0) << arch << "\n" << kernel.log;
+  }
+  Config chunk = mla_fp8(128, 2);  // 32 rows, eight warps
+  chunk.scales.token_layout = ScaleLayout::cache;
+  chunk.scales.k_block = 128;
+  const CompiledKernel wide_rows = compile(generate(resolve(chunk)));
+  EXPECT_EQ(wide_rows.report.spill_stores, 0) << wide_rows.log;
+  EXPECT_NO_THROW(compile(generate_reference(c)));
 }
 
 // The chunks the warps of an fp8 row block read (decode::fp8_latent_chunk, which Q's fragments

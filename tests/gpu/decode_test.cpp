@@ -300,8 +300,17 @@ struct LatentCase {
   DType rope_dtype = DType::bf16;
   std::optional<DType> q_dtype = {};  // dtype.q: a 16-bit Q beside an fp8 cache
   ScaleLayout token_layout = ScaleLayout::positions;  // per-token K scales' layout
+  int k_block = 0;  // scales.k_block: per-token K scales of each block of columns
 };
 void PrintTo(const LatentCase& c, std::ostream* os) { *os << c.label; }
+
+// `c` with one per-token K scale per `block` nope columns of each key row, beside the cache's
+// rows (FlashMLA's fp8 latent rows: 128).
+LatentCase in_blocks(LatentCase c, int block = 128) {
+  c.token_layout = ScaleLayout::cache;
+  c.k_block = block;
+  return c;
+}
 
 // `c` on an fp8 cache with these scales and a 16-bit rope part.
 LatentCase fp8_latent(LatentCase c, ScaleGranularity q, ScaleGranularity k, std::optional<DType> scale_dtype = {},
@@ -327,6 +336,7 @@ Config latent_config(const LatentCase& k) {
     c.scales = {k.q_scale, k.k_scale, ScaleGranularity::none};
     c.dtype.q = k.q_dtype;
     c.scales.token_layout = k.token_layout;
+    c.scales.k_block = k.k_block;
   }
   if (k.bm) c.tuning.BM = k.bm;
   if (k.warps) c.tuning.num_warps = k.warps;
@@ -430,6 +440,21 @@ const std::vector<LatentCase>& latent_cases() {
                                          576, 512, 64, 64, 2, 16, Mask::causal, false, 0},
                                         G::none, G::per_token, DType::bf16),
                              DType::bf16)),
+      // Per-block K scales (FlashMLA's fp8 rows: one per 128 columns), fp8 or bf16 Q, 16 and
+      // 128 heads (16- and 32-row tiles), V 512 and 256 (four and two warps a row block).
+      in_blocks(fp8_latent({"mla_e4m3_g16_q1_page64_per_block_k", DType::e4m3, 576, 512, 64, 16, 1, 64, Mask::none,
+                            false, 0},
+                           G::per_tensor, G::per_token, DType::fp32)),
+      in_blocks(with_q(fp8_latent({"mla_e4m3_bf16_q_g128_q2_page16_causal_per_block_k", DType::e4m3, 576, 512, 64,
+                                   128, 2, 16, Mask::causal, false, 0},
+                                  G::none, G::per_token, DType::fp32),
+                       DType::bf16)),
+      in_blocks(fp8_latent({"latent_e4m3_v256_g8_q2_page16_causal_seven_splits_per_block_k", DType::e4m3, 576, 256, 64,
+                            8, 2, 16, Mask::causal, false, 7, 2},
+                           G::per_token, G::per_token, DType::bf16)),
+      in_blocks(fp8_latent({"mla_e4m3_g16_q3_contiguous_causal_varlen_per_block_k", DType::e4m3, 576, 512, 64, 16, 3,
+                            0, Mask::causal, true, 0},
+                           G::per_tensor, G::per_token, DType::fp32)),
       // Prefill chunks against the cache (absorbed MLA): tens to a hundred causal tokens per
       // sequence, on each pass (the seesaw pass by default on sm_90a at pages of 16 and 64).
       {"mla_prefill_bf16_g16_q100_page64_causal", DType::bf16, 576, 512, 64, 16, 100, 64, Mask::causal, false, 0},
@@ -463,6 +488,16 @@ TEST(LatentReference, SharedValuesAgreeWithFp64) {
   const ProblemShape s = step_shape(2, 2, 90, {90, 33}, 1, 16);
   DeviceProblem problem(c, s, run_seed());
   expect_reference_matches_cpu(c, problem, "latent, paged, cache lengths 90, 33");
+}
+
+// The reference dequantises each block of a key row with its own scale, V's columns too.
+TEST(LatentReference, PerBlockScalesAgreeWithFp64) {
+  FLASHJIT_REQUIRE_GPU();
+  const Config c = latent_config(in_blocks(fp8_latent(
+      {"", DType::e4m3, 576, 512, 64, 16, 2, 16, Mask::causal, false, 0}, G::per_tensor, G::per_token, DType::fp32)));
+  const ProblemShape s = step_shape(2, 2, 90, {90, 33}, 1, 16);
+  DeviceProblem problem(c, s, run_seed());
+  expect_reference_matches_cpu(c, problem, "latent e4m3, per-block K scales, paged, cache lengths 90, 33");
 }
 
 // The reference reads paged caches and cache lengths the way the CPU computation does.
