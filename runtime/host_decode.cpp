@@ -88,7 +88,7 @@ class DecodeHost final : public FamilyHost {
  private:
   // K and V as the split pass's boxes read them (key_ring.cuh): a paged cache as [num_pages,
   // page_size, heads_k, d] with a box of one panel of a page's rows, or the whole tile where a
-  // tile lies inside a page; a contiguous cache as [batch, seqlen_k, heads_k, d] (ragged: all
+  // tile lies inside a page (a latent cache's: one panel of it); a contiguous cache as [batch, seqlen_k, heads_k, d] (ragged: all
   // rows as one entry) with a box of the whole tile. A box past the outer axis reads zeros. A
   // shared K/V (latent) cache has K's rows and its rope part (latent_seesaw.cuh).
   static void encode_kv_descriptors(const Config& c, const LaunchInfo& launch, const AttentionArgs& a,
@@ -97,6 +97,8 @@ class DecodeHost final : public FamilyHost {
     const int bn = launch.block_n, panel = panel_elements(e);
     const bool paged = c.kv_layout.paged;
     const int box_rows = paged ? std::min(bn, c.kv_layout.page_size) : bn;
+    // The latent seesaw pass lands each 64-column panel on its own barrier: boxes of one panel.
+    const bool latent = c.kv_layout.shared_kv;
     auto tensor = [&](const Tensor& t, int dim) {
       TmaTensor m{t.data, e, 0, dim, a.heads_k, 0, t.row_stride, t.head_stride, t.batch_stride};
       if (paged) {
@@ -106,7 +108,7 @@ class DecodeHost final : public FamilyHost {
         m.rows = std::max<int64_t>(1, c.varlen ? a.total_k : a.seqlen_k);
         m.batch = c.varlen ? 1 : a.batch;
       }
-      return encode_tma(m, box_rows, box_rows == bn ? dim / panel : 1);
+      return encode_tma(m, box_rows, box_rows == bn && !latent ? dim / panel : 1);
     };
     if (c.kv_layout.shared_kv) {  // a latent cache: K's rows (nope, or all columns) and the rope part
       const int rope = c.head_dim.rope;

@@ -25,7 +25,8 @@
 //               by its own V columns
 //   stats[3][2] per warpgroup slot, each row's running max, the tile's rescale factor, and at the
 //               end its share of the row sum (fp32, BM each)
-//   barriers    mbarriers: full[stages], empty[stages], P ready[2], P free[2], row sums ready
+//   barriers    mbarriers: full[stages][64-column panels], empty[stages], P ready[2], P free[2],
+//               row sums ready
 #pragma once
 
 #include "common/host_device.cuh"
@@ -66,7 +67,7 @@ FLASHJIT_HOST_DEVICE constexpr LatentRegions latent_regions(LatentShape s) {
     r.p_slot_bytes = s.block_m * s.block_n * 2;
     r.stats_offset = r.p_offset + 2 * r.p_slot_bytes;
     r.barrier_offset = r.stats_offset + 3 * 2 * s.block_m * 4;
-    r.flag_offset = (r.barrier_offset + (2 * s.stages + 5) * 8 + 15) / 16 * 16;
+    r.flag_offset = (r.barrier_offset + (s.stages * (s.head_dim_qk / 64 + 1) + 5) * 8 + 15) / 16 * 16;
     r.total = r.flag_offset + 16;
     return r;
   }

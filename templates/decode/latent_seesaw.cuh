@@ -18,8 +18,11 @@
 // the max moved by more than 2^8: FA4's lazy rescale, probabilities stay at most 256).
 //
 // Per tile i of warpgroup w, with s = i % stages:
-//   1. wait for the tile (full[s]); if it runs past the cache end, clear its V rows there; issue
-//      S = Q K^T (every 16-column k-step of Q and K, both in 128-byte-swizzled panels).
+//   1. issue S = Q K^T (every 16-column k-step of Q and K, both in 128-byte-swizzled panels),
+//      each panel's four k-steps once that panel of the tile has landed (full[s][panel]: one TMA
+//      box and one barrier per 64-column panel, so the first k-steps need not wait for the
+//      whole tile); a tile that runs past the cache end waits for all of them and clears its
+//      V rows there first.
 //   2. (i > 0) wait for tile i - 1's P, max and factor (ready[1 - w]), load them, free the slot;
 //      rescale O by tile i - 1's factor and issue O += P(i - 1) V(i - 1).
 //   3. wait for S; mask, max, probabilities, row sums, while P(i - 1) V(i - 1) runs; publish P,
@@ -63,7 +66,8 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   static constexpr u32 kWarpgroupBarrier = 1, kConsumersBarrier = 3;
   static constexpr int kKPanels = (kDR > 0 ? kDN : kDQK) / 64;  // panels of p.k's rows
   static constexpr int kRopePanels = kDR / 64;                  // panels of p.k_rope's rows
-  static constexpr u32 kTileBytes = u32(kBN) * kDQK * 2;
+  static constexpr int kPanels = kKPanels + kRopePanels;        // a tile's panels, each its own barrier
+  static constexpr u32 kPanelBytes = u32(kBN) * 128;
   static constexpr float kRescaleLog2 = 8.f;  // a row's max moves when exceeded by more than this
   using Softmax = sm90::OnlineSoftmax<kBN>;   // its layout helpers; the statistics are kept here
 
@@ -76,6 +80,7 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   static_assert(kVCols % 64 == 0 && kVCols <= 256 && kDV <= kDN,
                 "each warpgroup's V columns are whole panels of the nope part, one wgmma wide");
   static_assert(kBN % 16 == 0 && kBN <= 64, "16-key steps");
+  static_assert(kPanels <= 32 && kQkSteps == 4 * kPanels, "one loader lane arms each panel's barrier; four k-steps a panel");
   static_assert(kR.q_offset % 1024 == 0 && kR.kv_offset % 1024 == 0 && kR.kv_stage_bytes % 1024 == 0 &&
                     (kBN * 128) % 1024 == 0 && (kBoxRows * 128) % 1024 == 0,
                 "128-byte-swizzled panels and boxes start on 1 KB");
@@ -91,11 +96,11 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
 
   // ---- shared state --------------------------------------------------------------------------
   __device__ __forceinline__ u32 barrier(int i) const { return smem_base + kR.barrier_offset + 8 * i; }
-  __device__ __forceinline__ u32 full(int s) const { return barrier(s); }
-  __device__ __forceinline__ u32 empty(int s) const { return barrier(kStages + s); }
-  __device__ __forceinline__ u32 ready(int w) const { return barrier(2 * kStages + w); }
-  __device__ __forceinline__ u32 freed(int w) const { return barrier(2 * kStages + 2 + w); }
-  __device__ __forceinline__ u32 sums_ready() const { return barrier(2 * kStages + 4); }
+  __device__ __forceinline__ u32 full(int s, int panel) const { return barrier(s * kPanels + panel); }
+  __device__ __forceinline__ u32 empty(int s) const { return barrier(kStages * kPanels + s); }
+  __device__ __forceinline__ u32 ready(int w) const { return barrier(kStages * (kPanels + 1) + w); }
+  __device__ __forceinline__ u32 freed(int w) const { return barrier(kStages * (kPanels + 1) + 2 + w); }
+  __device__ __forceinline__ u32 sums_ready() const { return barrier(kStages * (kPanels + 1) + 4); }
   enum Stat { kMax = 0, kFactor = 1, kSum = 2 };
   __device__ __forceinline__ float* stat(Stat kind, int slot) const {
     return reinterpret_cast<float*>(smem + kR.stats_offset) + (2 * kind + slot) * kBM;
@@ -111,9 +116,10 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   __device__ __forceinline__ int tile_count() const { return n_end > n_begin ? n_end - n_begin : 0; }
 
   // ---- the loader warp -----------------------------------------------------------------------
-  // Tile i into stage i % stages once both warpgroups have freed it: one box per page of the
-  // tile (lane l: page l), or one for the whole tile where it lies in one page or the cache is
-  // contiguous; nope panels from p.k, rope panels from p.k_rope.
+  // Tile i into stage i % stages once both warpgroups have freed it: per 64-column panel (nope
+  // panels from p.k, rope panels from p.k_rope) one box per page of the tile (lane l: page l), or
+  // one for the whole tile where it lies in one page or the cache is contiguous; each panel
+  // completes its own barrier.
   __device__ __forceinline__ void load_tiles() {
     const int count = tile_count();
     // Two m blocks of one KV head read the same keys: keep them in L2 for the other.
@@ -124,36 +130,37 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
       const int n = n_begin + i, s = i % kStages;
       const int next = i + 1 < count ? this->box_entry(n + 1) : -1;  // a tile ahead
       if (i >= kStages) sm90::mbar_wait(empty(s), u32(i / kStages - 1) & 1u);
-      if (lane == 0) sm90::mbar_arrive_expect_tx(full(s), kTileBytes);
+      if (lane < kPanels) sm90::mbar_arrive_expect_tx(full(s, lane), kPanelBytes);
       __syncwarp();
       if (lane < kBoxes) {
         int row, outer;
         this->box_place(n, entry, row, outer);
         const u32 dst = stage_base(s) + lane * kBoxRows * 128;
-        if constexpr (kBoxRows == kBN) {
-          sm90::tma_load_5d(dst, &p.tma_k, full(s), 0, row, 0, hk, outer, policy);
-          if constexpr (kRopePanels > 0)
-            sm90::tma_load_5d(dst + kKPanels * kBN * 128, &p.tma_k_rope, full(s), 0, row, 0, hk, outer, policy);
-        } else {
 #pragma unroll
-          for (int c = 0; c < kKPanels; ++c)
-            sm90::tma_load_5d(dst + c * kBN * 128, &p.tma_k, full(s), 0, row, c, hk, outer, policy);
+        for (int c = 0; c < kKPanels; ++c)
+          sm90::tma_load_5d(dst + c * kBN * 128, &p.tma_k, full(s, c), 0, row, c, hk, outer, policy);
 #pragma unroll
-          for (int c = 0; c < kRopePanels; ++c)
-            sm90::tma_load_5d(dst + (kKPanels + c) * kBN * 128, &p.tma_k_rope, full(s), 0, row, c, hk, outer, policy);
-        }
+        for (int c = 0; c < kRopePanels; ++c)
+          sm90::tma_load_5d(dst + (kKPanels + c) * kBN * 128, &p.tma_k_rope, full(s, kKPanels + c), 0, row, c, hk,
+                            outer, policy);
       }
       entry = next;
     }
   }
 
   // ---- the warpgroups' math ------------------------------------------------------------------
-  __device__ __forceinline__ void issue_qk(int s) {
+  // S = Q K^T of the tile in stage s, each panel's k-steps once the panel has landed (phase:
+  // the stage's fill parity; `landed`: every panel is known to have).
+  __device__ __forceinline__ void issue_qk(int s, u32 phase, bool landed) {
     using namespace sm90;
     const u32 q = smem_base + kR.q_offset, k = stage_base(s);
     wgmma_fence();
 #pragma unroll
     for (int step = 0; step < kQkSteps; ++step) {
+      if (step % 4 == 0) {
+        if (!landed) mbar_wait(full(s, step / 4), phase);
+        wgmma_fence();  // after the wait's branches, so that ptxas need not inject one
+      }
       const u32 at = (step % 4) * 32;
       Wgmma<E, kBN>::ss(s_acc, make_desc(q + (step / 4) * (kBM * 128) + at, 16, 1024),
                         make_desc(k + (step / 4) * (kBN * 128) + at, 16, 1024), step > 0 ? 1 : 0);
@@ -222,9 +229,14 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   __device__ __forceinline__ void own_tile(int i) {
     using namespace sm90;
     const int n = n_begin + i, s = i % kStages;
-    mbar_wait(full(s), u32(i / kStages) & 1u);
-    if ((n + 1) * kBN > kv.seqlen_k) clear_rows_past_end(n, s);
-    issue_qk(s);
+    const u32 phase = u32(i / kStages) & 1u;
+    const bool partial = (n + 1) * kBN > kv.seqlen_k;
+    if (partial) {  // every V panel has landed before its rows past the end are cleared
+#pragma unroll 1
+      for (int c = 0; c < kPanels; ++c) mbar_wait(full(s, c), phase);
+      clear_rows_past_end(n, s);
+    }
+    issue_qk(s, phase, partial);
     if constexpr (kOther) {
       add_other<kFresh>(i - 1);
       wgmma_wait<1>();  // S; P(i - 1) V(i - 1) runs through the softmax below
@@ -342,9 +354,9 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
     wt = tid % 128;
     if (tid == 0) {
       *bad_page_flag() = 0;
-#pragma unroll
+#pragma unroll 1
       for (int s = 0; s < kStages; ++s) {
-        sm90::mbar_init(full(s), 1);
+        for (int c = 0; c < kPanels; ++c) sm90::mbar_init(full(s, c), 1);
         sm90::mbar_init(empty(s), kConsumers);
       }
       for (int w = 0; w < 2; ++w) {
