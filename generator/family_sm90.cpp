@@ -113,9 +113,16 @@ class Sm90Family final : public KernelFamily {
     if (fp8 && c.dtype.out != DType::bf16 && c.dtype.out != DType::fp16)
       return ConfigIssue{"dtype.out", std::string("\"") + to_string(c.dtype.out) + "\"",
                          "the sm90 family writes fp8 attention's output in bf16 or fp16"};
-    if (c.head_dim.rope > 0)
+    // Rope tensors (MLA prefill: q_rope, k_rope) land beside the nope panels of the same tile, so
+    // the kernel's Q K^T runs over both unchanged: a 16-bit rope part of the inputs' own type.
+    if (c.head_dim.rope > 0 && fp8)
       return ConfigIssue{"head_dim.rope", std::to_string(c.head_dim.rope),
-                         "the sm90 family does not implement separate rope tensors yet"};
+                         "the sm90 family takes rope tensors beside 16-bit inputs (an fp8 nope part with its rope "
+                         "part runs on the sm80 family)"};
+    if (c.head_dim.rope % panel)
+      return ConfigIssue{"head_dim.rope", std::to_string(c.head_dim.rope),
+                         "the sm90 family loads the rope part in whole 128-byte panels: a multiple of " +
+                             std::to_string(panel)};
     if (c.kv_layout.paged)
       return ConfigIssue{"kv_layout.paged", "true",
                          "the sm90 family reads contiguous caches (paged configs run on the sm80 family)"};

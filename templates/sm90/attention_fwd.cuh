@@ -75,6 +75,11 @@ struct ForwardKernel {
   using Softmax = OnlineSoftmax<T::kBlockN, kTransposeV ? 8 : 0>;
   static constexpr int kPSteps = BN / Traits::kMmaK;  // K steps of P V; one u32[4] of P each
 
+  // A rope part (T::kHeadDimRope, its own tensors q_rope and k_rope, same type) lands in the
+  // panels after the nope part's, so Q and K tiles are those of a DQK-column head.
+  static constexpr int kNopePanels = (DQK - T::kHeadDimRope) / 64, kRopePanels = T::kHeadDimRope / 64;
+  static_assert(T::kHeadDimRope % 64 == 0 && (T::kHeadDimRope == 0 || sizeof(Element) == 2),
+                "whole 128-byte panels of a 16-bit rope part");
   static constexpr u32 kQBytes = BM * DQK * sizeof(Element);
   static constexpr u32 kKBytes = BN * DQK * sizeof(Element);
   static constexpr u32 kVBytes = BN * DV * sizeof(Element);
@@ -150,6 +155,9 @@ struct ForwardKernel {
         mbar_arrive_expect_tx(smem.barrier(Layout::kQFull + qs), kQBytes);
         tma_load_5d(smem.q(qs), &p.tma_q, smem.barrier(Layout::kQFull + qs), 0, r.seq.q_start + r.m0, 0,
                     w.head, batch, policy_evict_first());
+        if constexpr (kRopePanels > 0)
+          tma_load_5d(smem.q(qs) + kNopePanels * BM * 128, &p.tma_q_rope, smem.barrier(Layout::kQFull + qs), 0,
+                      r.seq.q_start + r.m0, 0, w.head, batch, policy_evict_first());
       }
     }
     const u64 evict_last = policy_evict_last();
@@ -159,7 +167,12 @@ struct ForwardKernel {
     for (int n = r.kv_max - 1; n >= r.kv_min; --n) {
       const int row = r.seq.k_start + n * BN;
       kpipe.producer_acquire(kv, kKBytes, leader);
-      if (loads_k) load_kv(smem.k(kv.index), &p.tma_k, kpipe.full(kv.index), row, kv_head, batch, evict_last);
+      if (loads_k) {
+        load_kv(smem.k(kv.index), &p.tma_k, kpipe.full(kv.index), row, kv_head, batch, evict_last);
+        if constexpr (kRopePanels > 0)
+          load_kv(smem.k(kv.index) + kNopePanels * BN * 128, &p.tma_k_rope, kpipe.full(kv.index), row, kv_head, batch,
+                  evict_last);
+      }
       vpipe.producer_acquire(kv, kVBytes, leader);
       if (loads_v) load_kv(smem.v(kv.index), &p.tma_v, vpipe.full(kv.index), row, kv_head, batch, evict_last);
       kv.advance();
@@ -177,6 +190,10 @@ struct ForwardKernel {
   __device__ static void produce(const AttentionParams& p, const Layout& smem) {
     tma_prefetch_descriptor(&p.tma_q);
     tma_prefetch_descriptor(&p.tma_k);
+    if constexpr (kRopePanels > 0) {
+      tma_prefetch_descriptor(&p.tma_q_rope);
+      tma_prefetch_descriptor(&p.tma_k_rope);
+    }
     tma_prefetch_descriptor(&p.tma_v);
     if constexpr (kTmaStoreO) tma_prefetch_descriptor(&p.tma_o);
     const Pipe kpipe{smem, Layout::kKFull, Layout::kKEmpty};

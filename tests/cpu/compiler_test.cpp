@@ -185,6 +185,37 @@ TEST(PinnedTuning, ChosenFieldsCompileWithoutSpills) {
   EXPECT_EQ(issues[0].path, "tuning.consumer_warpgroups");
 }
 
+// MLA prefill (qk 192 = 128 nope + 64 rope in their own tensors, v 128) on sm_90a: a 16-bit rope
+// part in dtype.qkv takes the sm90 family, whose Q and K tiles get one more TMA box each and
+// compile spill-free with no advisories; the rope parts it cannot take (half panels, beside fp8)
+// are named, and "auto" sends them to the sm80 family.
+TEST(Compiler, Sm90TakesSixteenBitRopeTensors) {
+  Config c = load_config_file(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs/mla_rope.json");
+  for (DType dt : {DType::bf16, DType::fp16}) {
+    c.dtype = {dt, dt, dt, std::nullopt};
+    const Config r = resolve(c);
+    EXPECT_EQ(*r.tuning.family, Family::sm90) << to_string(dt);
+    const KernelSource src = generate(r);
+    EXPECT_TRUE(src.launch.uses_tma);
+    const CompiledKernel k = compile(src);
+    EXPECT_EQ(k.report.spill_stores, 0) << k.log;
+    EXPECT_EQ(k.log.find("C75"), std::string::npos) << k.log;
+  }
+  auto sm90_issue = [](Config c) {
+    c.tuning.family = Family::sm90;
+    const std::vector<ConfigIssue> issues = check_config(c);
+    return issues.empty() ? std::string() : issues.front().path;
+  };
+  Config narrow = c;
+  narrow.head_dim = {192, 128, 32};  // half a panel of rope columns
+  EXPECT_EQ(sm90_issue(narrow), "head_dim.rope");
+  EXPECT_EQ(*resolve(narrow).tuning.family, Family::sm80);
+  Config fp8 = load_config_file(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs/mla_prefill_fp8.json");
+  fp8.head_dim = {256, 128, 128};  // whole fp8 panels, so the rope part is what the family refuses
+  EXPECT_EQ(sm90_issue(fp8), "head_dim.rope");
+  EXPECT_EQ(*resolve(fp8).tuning.family, Family::sm80);
+}
+
 TEST(Compiler, ReferenceKernelCompiles) {
   Config c = load_config_file(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs/mla_rope.json");
   CompiledKernel k = compile(generate_reference(c));

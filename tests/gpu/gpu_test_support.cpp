@@ -41,7 +41,7 @@ std::vector<MatrixCase> correctness_matrix() {
   const std::vector<Dims> sm80_dims = {{64, 64, 0},   {80, 80, 0},   {96, 96, 0},  {128, 128, 0},
                                        {192, 192, 0}, {256, 256, 0}, {192, 128, 0}, {128, 128, 64}};
   const std::vector<Dims> sm90_dims = {{64, 64, 0}, {128, 128, 0}, {192, 192, 0}, {256, 256, 0},
-                                       {192, 128, 0}, {128, 256, 0}};
+                                       {192, 128, 0}, {128, 256, 0}, {192, 128, 64}};
   std::vector<MatrixCase> out;
   int index = 0;
   // FLASHJIT_TEST_FAMILIES=sm90 (or sm80) limits the matrix to one family.

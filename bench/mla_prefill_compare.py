@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""The MLA prefill benchmark: DeepSeek's prefill head (qk 192 = 128 nope + 64 rope columns, the
+rope part in its own tensors; v 128), bf16, flashjit beside cuDNN's SDPA (through torch) in one
+process, on the same GPU, each timed the same way in two modes (bench_common.time_calls).
+
+  PYTHONPATH=build/python python3 bench/mla_prefill_compare.py [--seqlens 1k,4k,16k]
+      [--heads 16] [--masks none,causal] [--libraries flashjit,flashjit-sm80,cudnn]
+      [--modes idle,sustained] [--json F] [--markdown F]
+
+Shapes: batch x seqlen = 16k tokens, q = k = v lengths. Libraries:
+  flashjit       flashjit.attention(q, k, v, q_rope=, k_rope=): the sm90 family on sm_90a
+  flashjit-sm80  the same call pinned to the sm80 family (tuning.family "sm80")
+  cudnn          torch SDPA on the cuDNN backend, Q and K with their rope columns concatenated
+TFLOP/s count 2 x batch x heads x seqlen^2 x (192 + 128), halved when causal. Each output is
+compared with an fp32 reference on the first sequence's first two heads (relative error).
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import (add_timing_arguments, environment, error_text, log, names, parse_list,  # noqa: E402
+                          rel_error, time_calls, write_outputs)
+
+TOKENS, NOPE, ROPE, DV = 16384, 128, 64, 128
+
+
+class Point:
+    def __init__(self, seqlen, heads, causal):
+        self.seqlen, self.heads, self.causal = seqlen, heads, causal
+        self.batch = max(1, TOKENS // seqlen)
+
+    def flops(self):
+        f = 2.0 * self.batch * self.heads * self.seqlen * self.seqlen * (NOPE + ROPE + DV)
+        return f / 2 if self.causal else f
+
+    def label(self):
+        return f"h{self.heads} S{self.seqlen} {'causal' if self.causal else 'none'}"
+
+
+class Inputs:
+    """bf16 [batch, seqlen, heads, d]: the nope parts, the rope parts, V, and the concatenations."""
+
+    def __init__(self, torch, p):
+        g = torch.Generator(device="cuda").manual_seed(p.seqlen + p.heads)
+        shape = (p.batch, p.seqlen, p.heads)
+        rand = lambda d: torch.randn(*shape, d, device="cuda", generator=g).to(torch.bfloat16)  # noqa: E731
+        self.q, self.k, self.q_rope, self.k_rope, self.v = rand(NOPE), rand(NOPE), rand(ROPE), rand(ROPE), rand(DV)
+        self.q_full = torch.cat([self.q, self.q_rope], -1)
+        self.k_full = torch.cat([self.k, self.k_rope], -1)
+
+    def reference(self, torch, causal):
+        q, k, v = (x[0, :, :2].float().transpose(0, 1) for x in (self.q_full, self.k_full, self.v))
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal).transpose(0, 1)
+
+
+def flashjit_call(config):
+    def make(torch, p, inp):
+        import flashjit
+        return lambda: flashjit.attention(inp.q, inp.k, inp.v, q_rope=inp.q_rope, k_rope=inp.k_rope,
+                                          causal=p.causal, config=config)
+    return make
+
+
+def cudnn(torch, p, inp):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q, k, v = (x.transpose(1, 2) for x in (inp.q_full, inp.k_full, inp.v))
+
+    def run():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=p.causal).transpose(1, 2)
+    return run
+
+
+LIBRARIES = {"flashjit": flashjit_call(None), "flashjit-sm80": flashjit_call({"tuning": {"family": "sm80"}}),
+             "cudnn": cudnn}
+
+
+def measure(torch, args, gpu, on_point=None):
+    points = [Point(s, h, m == "causal") for s in args.seqlens for h in args.heads for m in args.masks]
+    flush = torch.empty(args.flush_mb << 18, dtype=torch.int32, device="cuda")
+    rows = []
+    for p in points:
+        inp = Inputs(torch, p)
+        ref = inp.reference(torch, p.causal)
+        row = {"seqlen": p.seqlen, "heads": p.heads, "causal": p.causal, "batch": p.batch, "flops": p.flops(),
+               "libraries": {}}
+        for name in args.libraries:
+            entry = {}
+            try:
+                call = LIBRARIES[name](torch, p, inp)
+                out = call()
+                torch.cuda.synchronize()
+                entry["rel_error"] = rel_error(torch, out[0, :, :2].float(), ref)
+                for mode in args.modes:
+                    t = time_calls(torch, [call], mode, args, flush, gpu)
+                    t.pop("samples_ms", None)
+                    t["tflops"] = p.flops() / (t["median_ms"] * 1e-3) / 1e12
+                    entry[mode] = t
+            except Exception as e:  # noqa: BLE001  a library that cannot run this point reads n/a
+                entry["error"] = error_text(e)
+            row["libraries"][name] = entry
+            log(f"{p.label()} {name}: " + ", ".join(f"{m} {entry[m]['tflops']:.0f}" for m in args.modes if m in entry)
+                + (f" err {entry['rel_error']:.2e}" if "rel_error" in entry else "")
+                + (f" {entry['error']}" if "error" in entry else ""))
+        rows.append(row)
+        del inp, ref
+        if on_point:
+            on_point(rows)
+    return rows
+
+
+def markdown(rows, args, env):
+    out = [f"MLA prefill (qk 192 = 128 + 64 rope, v 128, bf16), {env['gpu']}, {env['date']} UTC; TFLOP/s "
+           "sustained (idle); relative error against fp32", ""]
+    libs = args.libraries
+    out.append("| point | " + " | ".join(libs) + " | flashjit / cuDNN | errors |")
+    out.append("|---|" + "---|" * (len(libs) + 2))
+    mode = "sustained" if "sustained" in args.modes else args.modes[0]
+    for r in rows:
+        cells, errs = [], []
+        for name in libs:
+            e = r["libraries"].get(name, {})
+            if "error" in e or not any(m in e for m in args.modes):
+                cells.append("n/a")
+                continue
+            vals = [f"{e[m]['tflops']:.0f}" for m in ("sustained", "idle") if m in e]
+            cells.append(vals[0] + (f" ({vals[1]})" if len(vals) > 1 else ""))
+            errs.append(f"{e['rel_error']:.1e}")
+        fj, cu = r["libraries"].get("flashjit", {}), r["libraries"].get("cudnn", {})
+        ratio = f"{fj[mode]['tflops'] / cu[mode]['tflops']:.2f}" if mode in fj and mode in cu else "n/a"
+        label = f"h{r['heads']} S{r['seqlen']} {'causal' if r['causal'] else 'none'}"
+        out.append(f"| {label} | " + " | ".join(cells) + f" | {ratio} | {' / '.join(errs)} |")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seqlens", default="1k,4k,16k")
+    ap.add_argument("--heads", default="16")
+    ap.add_argument("--masks", default="none,causal")
+    ap.add_argument("--libraries", default=",".join(LIBRARIES))
+    add_timing_arguments(ap, iters=20, sustain_s=1.0, cooldown_ms=300)
+    args = ap.parse_args()
+    args.seqlens, args.heads = parse_list(args.seqlens), parse_list(args.heads)
+    args.masks = names(ap, "--masks", args.masks, ("none", "causal"))
+    args.libraries = names(ap, "--libraries", args.libraries, LIBRARIES)
+    args.modes = names(ap, "--modes", args.modes, ("idle", "sustained"))
+    import torch
+
+    if not torch.cuda.is_available():
+        log("mla_prefill_compare: torch sees no GPU")
+        return 2
+    gpu, env = environment(torch, ["flashjit"])
+    rows = measure(torch, args, gpu, lambda rows: write_outputs(args, {"env": env, "rows": rows},
+                                                                  markdown(rows, args, env)))
+    text = markdown(rows, args, env)
+    write_outputs(args, {"env": env, "rows": rows}, text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
