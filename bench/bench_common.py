@@ -68,6 +68,55 @@ def time_calls(torch, calls, mode, args, flush, gpu):
     return result
 
 
+def measure_library(torch, make_call, flops, check, args, flush, gpu):
+    """One library at one point: make_call() gives its call; check(out) its error against the
+    reference; then its timing in each of args.modes with TFLOP/s of `flops`. {"error": ...}
+    where it cannot run (a peer without this shape reads n/a)."""
+    entry = {}
+    try:
+        call = make_call()
+        out = call()
+        torch.cuda.synchronize()
+        entry["rel_error"] = check(out)
+        for mode in args.modes:
+            t = time_calls(torch, [call], mode, args, flush, gpu)
+            t.pop("samples_ms", None)
+            t["tflops"] = flops / (t["median_ms"] * 1e-3) / 1e12
+            entry[mode] = t
+    except Exception as e:  # noqa: BLE001
+        entry["error"] = error_text(e)
+    return entry
+
+
+def entry_summary(entry, modes):
+    """A measured entry as one log line: TFLOP/s per mode, its error, or why it did not run."""
+    return (", ".join(f"{m} {entry[m]['tflops']:.0f}" for m in modes if m in entry)
+            + (f" err {entry['rel_error']:.2e}" if "rel_error" in entry else "")
+            + (f" {entry['error']}" if "error" in entry else ""))
+
+
+def tflops_table(rows, libs, modes, ours, peer, label):
+    """Markdown lines: one row per point (label(row)), each library's sustained TFLOP/s (idle in
+    brackets) or n/a, `ours` over `peer` in the sustained mode (else the one measured), and the
+    errors of the libraries that ran."""
+    mode = "sustained" if "sustained" in modes else modes[0]
+    out = ["| point | " + " | ".join(libs) + f" | {ours} / {peer} | errors |", "|---|" + "---|" * (len(libs) + 2)]
+    for r in rows:
+        cells, errs = [], []
+        for name in libs:
+            e = r["libraries"].get(name, {})
+            if "error" in e or not any(m in e for m in modes):
+                cells.append("n/a")
+                continue
+            vals = [f"{e[m]['tflops']:.0f}" for m in ("sustained", "idle") if m in e]
+            cells.append(vals[0] + (f" ({vals[1]})" if len(vals) > 1 else ""))
+            errs.append(f"{e['rel_error']:.1e}")
+        a, b = r["libraries"].get(ours, {}), r["libraries"].get(peer, {})
+        ratio = f"{a[mode]['tflops'] / b[mode]['tflops']:.2f}" if mode in a and mode in b else "n/a"
+        out.append(f"| {label(r)} | " + " | ".join(cells) + f" | {ratio} | {' / '.join(errs)} |")
+    return out
+
+
 def rel_error(torch, a, b):
     a, b = a.double(), b.double()
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()

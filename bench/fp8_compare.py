@@ -24,8 +24,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import (E4M3_MAX, add_timing_arguments, e4m3_per_tensor, environment, error_text,  # noqa: E402
-                          log, names, parse_list, rel_error, time_calls, write_outputs)
+from bench_common import (E4M3_MAX, add_timing_arguments, e4m3_per_tensor, entry_summary,  # noqa: E402
+                          environment, log, measure_library, names, parse_list, rel_error, tflops_table,
+                          write_outputs)
 
 TOKENS, WIDTH = 16384, 2048
 FLASHJIT_CONFIG = None  # --flashjit-config: tuning pinned for flashjit's fp8 calls
@@ -157,27 +158,15 @@ def measure(torch, args, gpu, on_point=None):
         row = {"d": p.d, "seqlen": p.seqlen, "causal": p.causal, "batch": p.batch, "heads": p.heads,
                "flops": p.flops(), "libraries": {}}
         for name in args.libraries:
-            entry = {}
-            try:
-                call = LIBRARIES[name](torch, p, inp)
-                out = call()
-                torch.cuda.synchronize()
-                kind = INPUT_KIND[name]
+            kind = INPUT_KIND[name]
+
+            def check(out, kind=kind):
                 if kind not in refs:
                     refs[kind] = inp.reference(torch, kind, p.causal)
-                entry["rel_error"] = rel_error(torch, out.float(), refs[kind])
-                for mode in args.modes:
-                    t = time_calls(torch, [call], mode, args, flush, gpu)
-                    t.pop("samples_ms", None)
-                    t["tflops"] = p.flops() / (t["median_ms"] * 1e-3) / 1e12
-                    entry[mode] = t
-            except Exception as e:  # noqa: BLE001  a peer that cannot run this point reads n/a
-                entry["error"] = error_text(e)
+                return rel_error(torch, out.float(), refs[kind])
+            entry = measure_library(torch, lambda: LIBRARIES[name](torch, p, inp), p.flops(), check, args, flush, gpu)
             row["libraries"][name] = entry
-            log(f"{p.label()} {name}: " + ", ".join(
-                f"{m} {entry[m]['tflops']:.0f}" for m in args.modes if m in entry) +
-                (f" err {entry['rel_error']:.2e}" if "rel_error" in entry else "") +
-                (f" {entry['error']}" if "error" in entry else ""))
+            log(f"{p.label()} {name}: " + entry_summary(entry, args.modes))
         rows.append(row)
         del inp, refs
         if on_point:
@@ -188,26 +177,8 @@ def measure(torch, args, gpu, on_point=None):
 def markdown(rows, args, env):
     out = [f"FP8 prefill, {env['gpu']}, {env['date']} UTC; TFLOP/s sustained (idle); relative error against "
            "fp32 on the dequantised inputs", ""]
-    libs = args.libraries
-    out.append("| point | " + " | ".join(libs) + " | fp8 / cuDNN | errors |")
-    out.append("|---|" + "---|" * (len(libs) + 2))
-    for r in rows:
-        cells, errs = [], []
-        for name in libs:
-            e = r["libraries"].get(name, {})
-            if "error" in e or not any(m in e for m in args.modes):
-                cells.append("n/a")
-                continue
-            vals = [f"{e[m]['tflops']:.0f}" for m in ("sustained", "idle") if m in e]
-            cells.append(vals[0] + (f" ({vals[1]})" if len(vals) > 1 else ""))
-            errs.append(f"{e['rel_error']:.1e}")
-        ratio = "n/a"
-        fj, cu = r["libraries"].get("flashjit-fp8", {}), r["libraries"].get("cudnn-fp8", {})
-        mode = "sustained" if "sustained" in args.modes else args.modes[0]
-        if mode in fj and mode in cu:
-            ratio = f"{fj[mode]['tflops'] / cu[mode]['tflops']:.2f}"
-        label = f"d{r['d']} S{r['seqlen']} {'causal' if r['causal'] else 'none'}"
-        out.append(f"| {label} | " + " | ".join(cells) + f" | {ratio} | {' / '.join(errs)} |")
+    out += tflops_table(rows, args.libraries, args.modes, "flashjit-fp8", "cudnn-fp8",
+                        lambda r: f"d{r['d']} S{r['seqlen']} {'causal' if r['causal'] else 'none'}")
     return "\n".join(out) + "\n"
 
 

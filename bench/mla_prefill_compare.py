@@ -20,8 +20,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import (add_timing_arguments, environment, error_text, log, names, parse_list,  # noqa: E402
-                          rel_error, time_calls, write_outputs)
+from bench_common import (add_timing_arguments, entry_summary, environment, log, measure_library,  # noqa: E402
+                          names, parse_list, rel_error, tflops_table, write_outputs)
 
 TOKENS, NOPE, ROPE, DV = 16384, 128, 64, 128
 
@@ -87,23 +87,10 @@ def measure(torch, args, gpu, on_point=None):
         row = {"seqlen": p.seqlen, "heads": p.heads, "causal": p.causal, "batch": p.batch, "flops": p.flops(),
                "libraries": {}}
         for name in args.libraries:
-            entry = {}
-            try:
-                call = LIBRARIES[name](torch, p, inp)
-                out = call()
-                torch.cuda.synchronize()
-                entry["rel_error"] = rel_error(torch, out[0, :, :2].float(), ref)
-                for mode in args.modes:
-                    t = time_calls(torch, [call], mode, args, flush, gpu)
-                    t.pop("samples_ms", None)
-                    t["tflops"] = p.flops() / (t["median_ms"] * 1e-3) / 1e12
-                    entry[mode] = t
-            except Exception as e:  # noqa: BLE001  a library that cannot run this point reads n/a
-                entry["error"] = error_text(e)
+            entry = measure_library(torch, lambda: LIBRARIES[name](torch, p, inp), p.flops(),
+                                    lambda out: rel_error(torch, out[0, :, :2].float(), ref), args, flush, gpu)
             row["libraries"][name] = entry
-            log(f"{p.label()} {name}: " + ", ".join(f"{m} {entry[m]['tflops']:.0f}" for m in args.modes if m in entry)
-                + (f" err {entry['rel_error']:.2e}" if "rel_error" in entry else "")
-                + (f" {entry['error']}" if "error" in entry else ""))
+            log(f"{p.label()} {name}: " + entry_summary(entry, args.modes))
         rows.append(row)
         del inp, ref
         if on_point:
@@ -114,24 +101,8 @@ def measure(torch, args, gpu, on_point=None):
 def markdown(rows, args, env):
     out = [f"MLA prefill (qk 192 = 128 + 64 rope, v 128, bf16), {env['gpu']}, {env['date']} UTC; TFLOP/s "
            "sustained (idle); relative error against fp32", ""]
-    libs = args.libraries
-    out.append("| point | " + " | ".join(libs) + " | flashjit / cuDNN | errors |")
-    out.append("|---|" + "---|" * (len(libs) + 2))
-    mode = "sustained" if "sustained" in args.modes else args.modes[0]
-    for r in rows:
-        cells, errs = [], []
-        for name in libs:
-            e = r["libraries"].get(name, {})
-            if "error" in e or not any(m in e for m in args.modes):
-                cells.append("n/a")
-                continue
-            vals = [f"{e[m]['tflops']:.0f}" for m in ("sustained", "idle") if m in e]
-            cells.append(vals[0] + (f" ({vals[1]})" if len(vals) > 1 else ""))
-            errs.append(f"{e['rel_error']:.1e}")
-        fj, cu = r["libraries"].get("flashjit", {}), r["libraries"].get("cudnn", {})
-        ratio = f"{fj[mode]['tflops'] / cu[mode]['tflops']:.2f}" if mode in fj and mode in cu else "n/a"
-        label = f"h{r['heads']} S{r['seqlen']} {'causal' if r['causal'] else 'none'}"
-        out.append(f"| {label} | " + " | ".join(cells) + f" | {ratio} | {' / '.join(errs)} |")
+    out += tflops_table(rows, args.libraries, args.modes, "flashjit", "cudnn",
+                        lambda r: f"h{r['heads']} S{r['seqlen']} {'causal' if r['causal'] else 'none'}")
     return "\n".join(out) + "\n"
 
 

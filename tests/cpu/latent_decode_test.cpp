@@ -109,6 +109,27 @@ TEST(LatentDecode, TilesAndSharedMemory) {
   EXPECT_TRUE(check_config(mla(128, 1, "sm_80")).empty());
 }
 
+// A step of 4 sequences of 1000 keys (pages of 64), 16 heads, one token, against MLA's latent
+// cache: nope and rope parts apart. The pointers are never dereferenced.
+AttentionArgs mla_step_args() {
+  const void* data = reinterpret_cast<const void*>(uintptr_t(1) << 20);
+  AttentionArgs a;
+  a.q = a.o = Tensor::bshd(data, 1, 16, 512);
+  a.q_rope = Tensor::bshd(data, 1, 16, 64);
+  a.k = Tensor::paged(data, 64, 1, 512);
+  a.k_rope = Tensor::paged(data, 64, 1, 64);
+  a.page_table = reinterpret_cast<const int*>(data);
+  a.max_pages = 16;
+  a.num_pages = 64;
+  a.lse = reinterpret_cast<float*>(uintptr_t(1) << 20);
+  a.batch = 4;
+  a.seqlen_q = 1;
+  a.seqlen_k = 1000;
+  a.heads_q = 16;
+  a.heads_k = 1;
+  return a;
+}
+
 // An fp8 latent cache: e4m3 nope columns, a bf16 rope part, per-token K scales in fp32.
 Config mla_fp8(int heads, int tokens, const char* arch = "sm_90a") {
   Config c = mla(heads, tokens, arch);
@@ -202,22 +223,8 @@ TEST(LatentDecode, PerBlockKeyScales) {
   blocks256.scales.k_block = 256;
   EXPECT_TRUE(check_config(blocks256).empty());
   // The launch: [num_pages, page_size, heads_k, blocks] by default, or a view into the rows.
-  const void* data = reinterpret_cast<const void*>(uintptr_t(1) << 20);  // never dereferenced
-  AttentionArgs a;
-  a.q = a.o = Tensor::bshd(data, 1, 16, 512);
-  a.q_rope = Tensor::bshd(data, 1, 16, 64);
-  a.k = Tensor::paged(data, 64, 1, 512);
-  a.k_rope = Tensor::paged(data, 64, 1, 64);
-  a.page_table = reinterpret_cast<const int*>(data);
-  a.max_pages = 16;
-  a.num_pages = 64;
-  a.lse = reinterpret_cast<float*>(uintptr_t(1) << 20);
-  a.batch = 4;
-  a.seqlen_q = 1;
-  a.seqlen_k = 1000;
-  a.heads_q = 16;
-  a.heads_k = 1;
-  a.q_scale.data = a.k_scale.data = data;
+  AttentionArgs a = mla_step_args();
+  a.q_scale.data = a.k_scale.data = a.page_table;
   DeviceLimits device;
   const FamilyHost& host = family_host(src.launch.family);
   LaunchPlan plan = host.plan(r, src.launch, a, device);
@@ -425,21 +432,7 @@ TEST(LatentDecode, RulesNameTheField) {
 TEST(LatentDecode, VIsReadFromK) {
   const Config r = resolve(mla(16, 1));
   const KernelSource src = generate(r);
-  const void* data = reinterpret_cast<const void*>(uintptr_t(1) << 20);  // never dereferenced
-  AttentionArgs a;
-  a.q = a.o = Tensor::bshd(data, 1, 16, 512);
-  a.q_rope = Tensor::bshd(data, 1, 16, 64);
-  a.k = Tensor::paged(data, 64, 1, 512);
-  a.k_rope = Tensor::paged(data, 64, 1, 64);
-  a.page_table = reinterpret_cast<const int*>(data);
-  a.max_pages = 16;
-  a.num_pages = 64;
-  a.lse = reinterpret_cast<float*>(uintptr_t(1) << 20);
-  a.batch = 4;
-  a.seqlen_q = 1;
-  a.seqlen_k = 1000;
-  a.heads_q = 16;
-  a.heads_k = 1;
+  AttentionArgs a = mla_step_args();
   DeviceLimits device;
   const FamilyHost& host = family_host(src.launch.family);
   const LaunchPlan plan = host.plan(r, src.launch, a, device);
