@@ -47,8 +47,18 @@ struct SmemPlan {
 // The regions are laid out by templates/sm90/smem_regions.cuh, which the kernel's SmemLayout
 // uses too; here we only choose which optional regions fit.
 SmemPlan smem_plan(const Config& c, const Sm90Tile& t, const ArchInfo& arch) {
-  sm90::SmemShape shape{t.BM(), t.BN, c.head_dim.qk, c.head_dim.v, dtype_bytes(c.dtype.qkv),
-                        dtype_bytes(c.dtype.out), t.stages, 1, 0, is_float8(c.dtype.qkv)};
+  sm90::SmemShape shape{t.BM(),
+                        t.BN,
+                        c.head_dim.qk,
+                        c.head_dim.v,
+                        dtype_bytes(c.dtype.qkv),
+                        dtype_bytes(c.dtype.out),
+                        t.stages,
+                        1,
+                        0,
+                        is_float8(c.dtype.qkv),
+                        c.head_dim.rope,
+                        dtype_bytes(c.dtype.rope.value_or(c.dtype.qkv))};
   auto bytes = [&] { return sm90::smem_regions(shape).total; };
   const int limit = arch.max_smem_per_block;
   SmemPlan p;
@@ -100,29 +110,31 @@ class Sm90Family final : public KernelFamily {
     if (!arch.has_wgmma())
       return ConfigIssue{"arch", "\"" + arch.name + "\"",
                          "the sm90 family needs the sm_90a target (wgmma, setmaxnreg)"};
-    // 128-byte TMA panels: 64 columns of a 16-bit type, 128 of fp8.
+    // 128-byte TMA panels: 64 columns of a 16-bit type, 128 of fp8. A rope part in its own
+    // tensors (MLA prefill: q_rope, k_rope, 16-bit) fills whole panels after the nope part's in
+    // the same tiles: 64 columns each.
     const bool fp8 = is_float8(c.dtype.qkv);
-    const int panel = fp8 ? 128 : 64;
+    const int panel = fp8 ? 128 : 64, rope = c.head_dim.rope, nope = c.head_dim.qk - rope;
     const std::string dims = "the sm90 family needs a multiple of " + std::to_string(panel) +
                              " up to 256 (128-byte TMA panels of " + to_string(c.dtype.qkv) +
                              (fp8 ? "; other fp8 head dims run on the sm80 family)" : ")");
-    if (c.head_dim.qk % panel || c.head_dim.qk > 256)
-      return ConfigIssue{"head_dim.qk", std::to_string(c.head_dim.qk), dims};
+    if (nope % panel || c.head_dim.qk > 256)
+      return ConfigIssue{"head_dim.qk", std::to_string(c.head_dim.qk),
+                         rope ? dims + " in its " + std::to_string(nope) + " nope columns" : dims};
     if (c.head_dim.v % panel || c.head_dim.v > 256)
       return ConfigIssue{"head_dim.v", std::to_string(c.head_dim.v), dims};
     if (fp8 && c.dtype.out != DType::bf16 && c.dtype.out != DType::fp16)
       return ConfigIssue{"dtype.out", std::string("\"") + to_string(c.dtype.out) + "\"",
                          "the sm90 family writes fp8 attention's output in bf16 or fp16"};
-    // Rope tensors (MLA prefill: q_rope, k_rope) land beside the nope panels of the same tile, so
-    // the kernel's Q K^T runs over both unchanged: a 16-bit rope part of the inputs' own type.
-    if (c.head_dim.rope > 0 && fp8)
-      return ConfigIssue{"head_dim.rope", std::to_string(c.head_dim.rope),
-                         "the sm90 family takes rope tensors beside 16-bit inputs (an fp8 nope part with its rope "
-                         "part runs on the sm80 family)"};
-    if (c.head_dim.rope % panel)
-      return ConfigIssue{"head_dim.rope", std::to_string(c.head_dim.rope),
-                         "the sm90 family loads the rope part in whole 128-byte panels: a multiple of " +
-                             std::to_string(panel)};
+    if (rope % 64)
+      return ConfigIssue{"head_dim.rope", std::to_string(rope),
+                         "the sm90 family loads the rope part in whole 128-byte panels: a multiple of 64"};
+    // Beside fp8 nope columns the rope part is bf16: the consumers divide Q's rope columns by the
+    // row's Q and K scales, so that one accumulator takes both GEMMs (fp16 would overflow there).
+    if (rope && fp8 && c.dtype.rope != DType::bf16)
+      return ConfigIssue{"dtype.rope", std::string("\"") + to_string(c.dtype.rope.value_or(c.dtype.qkv)) + "\"",
+                         "the sm90 family takes a bf16 rope part beside fp8 nope columns (other rope types run on "
+                         "the sm80 family)"};
     if (c.kv_layout.paged)
       return ConfigIssue{"kv_layout.paged", "true",
                          "the sm90 family reads contiguous caches (paged configs run on the sm80 family)"};
@@ -275,13 +287,19 @@ class Sm90Family final : public KernelFamily {
                      {"kConsumerRegs", std::to_string(consumer_regs(cwg, fp8))},
                      {"kThreads", std::to_string(threads)},
                      {"kSmemBytes", std::to_string(s.launch.smem_bytes)}}) +
-             "#include \"sm90/wgmma.cuh\"\n\n" + wgmma::specialisations(c.dtype.qkv, widths) +
+             "#include \"sm90/wgmma.cuh\"\n\n" + wgmma::specialisations(c.dtype.qkv, widths) + rope_wgmma(c) +
              "\n#include \"sm90/attention_fwd.cuh\"\n\n" +
              emit::entry_function(s.launch.entry, threads, 1, "flashjit::sm90::attention_fwd");
     return s;
   }
 
  private:
+  // Beside fp8 nope columns, Q K^T's rope k-steps are 16-bit wgmma of BN columns.
+  static std::string rope_wgmma(const Config& c) {
+    if (c.head_dim.rope == 0 || !is_float8(c.dtype.qkv)) return "";
+    return wgmma::specialisations(*c.dtype.rope, {*c.tuning.BN});
+  }
+
   // FlashAttention-3's tile table as the starting point, shrunk until it fits the budgets.
   int pick_bn(const Config& c, const ArchInfo& arch, int cwg, int stages) const {
     int d = std::max(c.head_dim.qk, c.head_dim.v);

@@ -102,14 +102,17 @@ class Sm90Host final : public FamilyHost {
     const int dqk = c.head_dim.qk, dv = c.head_dim.v;
     const DType in = c.dtype.qkv;
     const int in_panel = panel_elements(in), out_panel = panel_elements(c.dtype.out);
-    // A rope part in its own tensors: the nope columns from q and k, the rope columns from
-    // q_rope and k_rope, each box landing in its panels of the same tile.
+    // A rope part in its own tensors (its own 16-bit type beside fp8): the nope columns from q
+    // and k, the rope columns from q_rope and k_rope, each box landing in its panels of the same
+    // tile.
     const int rope = c.head_dim.rope, nope = dqk - rope;
     p.tma_q = encode_tma(tensor(a.q, in, rows_q, nope, a.heads_q), launch.block_m, nope / in_panel);
     p.tma_k = encode_tma(tensor(a.k, in, rows_k, nope, a.heads_k), launch.block_n, nope / in_panel);
     if (rope > 0) {
-      p.tma_q_rope = encode_tma(tensor(a.q_rope, in, rows_q, rope, a.heads_q), launch.block_m, rope / in_panel);
-      p.tma_k_rope = encode_tma(tensor(a.k_rope, in, rows_k, rope, a.heads_k), launch.block_n, rope / in_panel);
+      const DType r = c.dtype.rope.value_or(in);
+      const int r_panel = panel_elements(r);
+      p.tma_q_rope = encode_tma(tensor(a.q_rope, r, rows_q, rope, a.heads_q), launch.block_m, rope / r_panel);
+      p.tma_k_rope = encode_tma(tensor(a.k_rope, r, rows_k, rope, a.heads_k), launch.block_n, rope / r_panel);
     }
     p.tma_v = encode_tma(tensor(a.v, in, rows_k, dv, a.heads_k), launch.block_n, dv / in_panel);
     if (launch.tma_store_o)

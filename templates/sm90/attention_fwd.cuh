@@ -75,13 +75,20 @@ struct ForwardKernel {
   using Softmax = OnlineSoftmax<T::kBlockN, kTransposeV ? 8 : 0>;
   static constexpr int kPSteps = BN / Traits::kMmaK;  // K steps of P V; one u32[4] of P each
 
-  // A rope part (T::kHeadDimRope, its own tensors q_rope and k_rope, same type) lands in the
-  // panels after the nope part's, so Q and K tiles are those of a DQK-column head.
-  static constexpr int kNopePanels = (DQK - T::kHeadDimRope) / 64, kRopePanels = T::kHeadDimRope / 64;
-  static_assert(T::kHeadDimRope % 64 == 0 && (T::kHeadDimRope == 0 || sizeof(Element) == 2),
-                "whole 128-byte panels of a 16-bit rope part");
-  static constexpr u32 kQBytes = BM * DQK * sizeof(Element);
-  static constexpr u32 kKBytes = BN * DQK * sizeof(Element);
+  // A rope part (T::kHeadDimRope, its own tensors q_rope and k_rope, 16-bit) lands in the panels
+  // after the nope part's. In the inputs' type the tiles are those of a DQK-column head; beside
+  // fp8 nope columns its k-steps are 16-bit wgmma into the same accumulator, Q's rope columns
+  // divided by the row's Q and K scales first (kRopeBesideFp8), so S = nope x scales + rope.
+  using RopeElement = typename T::RopeElement;
+  using RopeTraits = ElementTraits<RopeElement>;
+  static constexpr int DR = T::kHeadDimRope, DN = DQK - DR;
+  static constexpr int kNopePanels = DN / Traits::kPanelElems, kRopePanels = DR / RopeTraits::kPanelElems;
+  static constexpr bool kRopeBesideFp8 = DR > 0 && Traits::kBytes == 1;
+  static_assert(DR % 64 == 0 && (DR == 0 || sizeof(RopeElement) == 2) && DN % Traits::kPanelElems == 0,
+                "whole 128-byte panels of the nope part and of a 16-bit rope part");
+  static_assert(kRopeBesideFp8 || DR == 0 || SameType<RopeElement, Element>::value, "a 16-bit rope part in the inputs' type");
+  static constexpr u32 kQBytes = BM * (DN * sizeof(Element) + DR * sizeof(RopeElement));
+  static constexpr u32 kKBytes = BN * (DN * sizeof(Element) + DR * sizeof(RopeElement));
   static constexpr u32 kVBytes = BN * DV * sizeof(Element);
   static constexpr u32 kPingBarrier = 1;                // named barriers 1..kCwg
   static constexpr u32 kStoreBarrier = kCwg + 1;        // kCwg + 1 + wg: one warpgroup
@@ -254,17 +261,53 @@ struct ForwardKernel {
   // ---- consumers --------------------------------------------------------------------------
 
   // S = Q_wg K^T over the full qk depth; K-major operands: each step takes the next 32 bytes
-  // of a 128-byte panel row, kStepsPerPanel steps per panel.
+  // of a 128-byte panel row, four steps per panel (fp8 nope panels, then 16-bit rope panels).
   __device__ __forceinline__ static void issue_qk(float (&s)[BN / 2], const Layout& smem, int wg, int q_stage,
                                                   int stage) {
-    constexpr int kStepsPerPanel = Traits::kPanelElems / Traits::kMmaK;
+    constexpr int kNopeSteps = kRopeBesideFp8 ? DN / Traits::kMmaK : DQK / Traits::kMmaK;
 #pragma unroll
-    for (int kk = 0; kk < DQK / Traits::kMmaK; ++kk) {
-      const u32 step = (kk % kStepsPerPanel) * (Traits::kMmaK * Traits::kBytes);
-      const u32 q = smem.q(q_stage) + (kk / kStepsPerPanel) * (BM * 128) + wg * (64 * 128) + step;
-      const u32 k = smem.k(stage) + (kk / kStepsPerPanel) * (BN * 128) + step;
+    for (int kk = 0; kk < kNopeSteps; ++kk) {
+      const u32 step = (kk % 4) * 32;
+      const u32 q = smem.q(q_stage) + (kk / 4) * (BM * 128) + wg * (64 * 128) + step;
+      const u32 k = smem.k(stage) + (kk / 4) * (BN * 128) + step;
       Wgmma<Element, BN>::ss(s, make_desc(q, 16, 1024), make_desc(k, 16, 1024), kk > 0 ? 1 : 0);
     }
+    if constexpr (kRopeBesideFp8) {
+#pragma unroll
+      for (int kk = 0; kk < DR / RopeTraits::kMmaK; ++kk) {
+        const u32 step = (kk % 4) * 32, panel = kNopePanels + kk / 4;
+        const u32 q = smem.q(q_stage) + panel * (BM * 128) + wg * (64 * 128) + step;
+        const u32 k = smem.k(stage) + panel * (BN * 128) + step;
+        Wgmma<RopeElement, BN>::ss(s, make_desc(q, 16, 1024), make_desc(k, 16, 1024), 1);
+      }
+    }
+  }
+
+  // Beside fp8 nope columns: this warpgroup's 64 rows of Q's rope columns (bf16) divided by the
+  // row's Q and K scales, so that S = (nope + rope / scales) x scales; q_scale(row) gives the
+  // row's Q scale (row: within the tile). Generic stores, fenced for wgmma's reads through the
+  // async proxy; the scales are positive (dequantisation factors).
+  template <class QScale>
+  __device__ __forceinline__ static void unscale_q_rope(const Layout& smem, int wg, int q_stage, float k_scale,
+                                                        const QScale& q_scale) {
+    static_assert(SameType<RopeElement, bf16_t>::value, "a bf16 rope part beside fp8");
+    constexpr int kChunks = DR / 8;  // 16-byte chunks of a row's rope part
+#pragma unroll 1
+    for (int i = threadIdx.x & 127; i < 64 * kChunks; i += 128) {
+      const int r = i / kChunks, c = i % kChunks;
+      const float inv = 1.f / (q_scale(64 * wg + r) * k_scale);
+      const u32 at = smem.q(q_stage) + (kNopePanels + c / 8) * (BM * 128) + (64 * wg + r) * 128 +
+                     ((((c % 8) ^ r) & 7) << 4);
+      u32 w[4];
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "r"(at));
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        w[j] = pack2<bf16_t>(__uint_as_float(w[j] << 16) * inv, __uint_as_float(w[j] & 0xffff0000u) * inv);
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                   : "memory");
+    }
+    fence_proxy_async_shared();
+    named_barrier_sync(kStoreBarrier + wg, 128);
   }
 
   // O += P V. 16-bit: V is MN-major, kMmaK key rows (that many 128-byte rows of a panel) per
@@ -369,6 +412,12 @@ struct ForwardKernel {
       softmax.init();
       const int qs = q_stage(tiles);
       mbar_wait(smem.barrier(Layout::kQFull + qs), q_phase(tiles));
+      if constexpr (kRopeBesideFp8)
+        unscale_q_rope(smem, wg, qs, k_scale, [&](int row) {
+          const int at = r.m0 + row;
+          return T::kQScale != ScaleKind::kPerToken || at < r.seq.seqlen_q ? scales.q.at(w.batch, w.head, r.seq.q_start, at)
+                                                                            : 1.f;
+        });
 
       if (has_kv) {
         float s[BN / 2];

@@ -18,7 +18,6 @@ struct SmemLayout {
   using Traits = ElementTraits<typename T::Element>;
   static constexpr int kElementBytes = Traits::kBytes;
   static constexpr int kPanelElems = Traits::kPanelElems;
-  static constexpr int kQPanels = T::kHeadDimQK / kPanelElems;
   static constexpr int kVPanels = T::kHeadDimV / kPanelElems;
   // 8-bit wgmma reads B K-major only: V is transposed in shared memory (Vt) by the producer
   // warpgroup's spare warps.
@@ -26,7 +25,8 @@ struct SmemLayout {
 
   static constexpr SmemRegions kRegions = smem_regions(
       {T::kBlockM, T::kBlockN, T::kHeadDimQK, T::kHeadDimV, kElementBytes, int(sizeof(typename T::OutElement)),
-       T::kStages, T::kQStages, T::kTmaStoreO ? T::kConsumerWarpgroups : 0, kTransposeV});
+       T::kStages, T::kQStages, T::kTmaStoreO ? T::kConsumerWarpgroups : 0, kTransposeV, T::kHeadDimRope,
+       int(sizeof(typename T::RopeElement))});
   static constexpr int kOSlabBytes = kRegions.o_slab_bytes;
   static constexpr int kTotalBytes = kRegions.total;
 
@@ -46,7 +46,8 @@ struct SmemLayout {
   static_assert(T::kQStages == 1 || T::kQStages == 2, "one or two Q buffers");
   static_assert(kTotalBytes == T::kSmemBytes, "host and device disagree on the shared-memory size");
   static_assert(kNumBarriers * 8 <= kRegions.tile_slot_offset - kRegions.barrier_offset, "too many mbarriers");
-  static_assert(T::kHeadDimQK % kPanelElems == 0 && T::kHeadDimV % kPanelElems == 0,
+  static_assert((T::kHeadDimQK - T::kHeadDimRope) % kPanelElems == 0 && T::kHeadDimRope % 64 == 0 &&
+                    T::kHeadDimV % kPanelElems == 0,
                 "head dims must fill whole 128-byte panels");
 
   u32 base;  // shared-window address of the dynamic shared memory (1 KB aligned)

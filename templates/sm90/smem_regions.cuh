@@ -4,6 +4,8 @@
 // the same function, so the two cannot disagree. Plain C++ (no CUDA headers), like params.cuh.
 //   Q     q_stages x BM x dqk (two: the next tile's Q loads while this tile runs)
 //   K     stages x BN x dqk
+//         (a rope part in its own tensors fills the panels after the nope part's, in its own
+//         16-bit type beside fp8 nope columns: rows of nope x element bytes + rope x 2)
 //   V     stages x BN x dv
 //   Vt    stages x dv x BN (fp8 only: V transposed to K-major, the only B layout 8-bit wgmma
 //         reads; keys in 128-byte panels, the last one partly used when BN is no multiple of 128)
@@ -22,6 +24,7 @@ struct SmemShape {
   int kv_stages, q_stages;
   int o_slabs;  // 0: O is written from registers
   bool transpose_v = false;
+  int head_dim_rope = 0, rope_bytes = 2;  // the rope part's columns (of head_dim_qk) and their bytes
 };
 
 struct SmemRegions {
@@ -39,8 +42,9 @@ FLASHJIT_HOST_DEVICE constexpr int smem_align(int bytes) {
 
 FLASHJIT_HOST_DEVICE constexpr SmemRegions smem_regions(SmemShape s) {
   SmemRegions r{};
-  r.q_stage_bytes = smem_align(s.block_m * s.head_dim_qk * s.element_bytes);
-  r.k_stage_bytes = smem_align(s.block_n * s.head_dim_qk * s.element_bytes);
+  const int qk_row_bytes = (s.head_dim_qk - s.head_dim_rope) * s.element_bytes + s.head_dim_rope * s.rope_bytes;
+  r.q_stage_bytes = smem_align(s.block_m * qk_row_bytes);
+  r.k_stage_bytes = smem_align(s.block_n * qk_row_bytes);
   r.v_stage_bytes = smem_align(s.block_n * s.head_dim_v * s.element_bytes);
   const int key_panels = (s.block_n * s.element_bytes + 127) / 128;
   r.vt_stage_bytes = s.transpose_v ? smem_align(key_panels * s.head_dim_v * 128) : 0;

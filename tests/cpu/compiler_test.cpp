@@ -186,9 +186,9 @@ TEST(PinnedTuning, ChosenFieldsCompileWithoutSpills) {
 }
 
 // MLA prefill (qk 192 = 128 nope + 64 rope in their own tensors, v 128) on sm_90a: a 16-bit rope
-// part in dtype.qkv takes the sm90 family, whose Q and K tiles get one more TMA box each and
-// compile spill-free with no advisories; the rope parts it cannot take (half panels, beside fp8)
-// are named, and "auto" sends them to the sm80 family.
+// part in dtype.qkv, or a bf16 one beside fp8 nope columns, takes the sm90 family, whose Q and K
+// tiles get one more TMA box each and compile spill-free with no advisories; the rope parts it
+// cannot take (half panels, fp16 beside fp8) are named, and "auto" sends them to the sm80 family.
 TEST(Compiler, Sm90TakesSixteenBitRopeTensors) {
   Config c = load_config_file(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs/mla_rope.json");
   for (DType dt : {DType::bf16, DType::fp16}) {
@@ -207,13 +207,29 @@ TEST(Compiler, Sm90TakesSixteenBitRopeTensors) {
     return issues.empty() ? std::string() : issues.front().path;
   };
   Config narrow = c;
-  narrow.head_dim = {192, 128, 32};  // half a panel of rope columns
+  narrow.head_dim = {224, 128, 32};  // half a panel of rope columns beside three nope panels
   EXPECT_EQ(sm90_issue(narrow), "head_dim.rope");
   EXPECT_EQ(*resolve(narrow).tuning.family, Family::sm80);
+  // fp8 nope columns (whole 128-column panels) beside a bf16 rope part, scales the sm90 family
+  // takes (per-token Q, per-head K): QGMMA for the nope k-steps and P V, HGMMA for the rope ones.
   Config fp8 = load_config_file(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs/mla_prefill_fp8.json");
-  fp8.head_dim = {256, 128, 128};  // whole fp8 panels, so the rope part is what the family refuses
-  EXPECT_EQ(sm90_issue(fp8), "head_dim.rope");
-  EXPECT_EQ(*resolve(fp8).tuning.family, Family::sm80);
+  fp8.scales.k = ScaleGranularity::per_head;
+  for (const HeadDims dims : {HeadDims{192, 128, 64}, HeadDims{256, 128, 128}}) {
+    fp8.head_dim = dims;
+    const Config r = resolve(fp8);
+    EXPECT_EQ(*r.tuning.family, Family::sm90) << dims.qk;
+    const CompiledKernel k = compile(generate(r));
+    EXPECT_EQ(k.report.spill_stores, 0) << k.log;
+    EXPECT_EQ(k.log.find("C75"), std::string::npos) << k.log;
+  }
+  Config fp16_rope = fp8;
+  fp16_rope.head_dim = {192, 128, 64};
+  fp16_rope.dtype.rope = DType::fp16;
+  EXPECT_EQ(sm90_issue(fp16_rope), "dtype.rope");
+  EXPECT_EQ(*resolve(fp16_rope).tuning.family, Family::sm80);
+  Config fp8_nope_half_panel = fp8;
+  fp8_nope_half_panel.head_dim = {256, 128, 192};  // 64 fp8 nope columns: half a panel
+  EXPECT_EQ(sm90_issue(fp8_nope_half_panel), "head_dim.qk");
 }
 
 TEST(Compiler, ReferenceKernelCompiles) {

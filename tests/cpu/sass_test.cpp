@@ -87,6 +87,25 @@ TEST_F(Sass, Sm90Fp8KernelsIssueQgmma) {
     }
 }
 
+// MLA prefill with fp8 nope columns beside a bf16 rope part (qk 192 = 128 + 64, v 128): the nope
+// k-steps and P·V on QGMMA, the rope k-steps on HGMMA (bf16, k16) into the same accumulator.
+TEST_F(Sass, Sm90Fp8NopeBesideBf16RopeIssuesBoth) {
+  Config c;
+  c.arch = "sm_90a";
+  c.dtype = {DType::e4m3, DType::bf16, DType::bf16, std::nullopt};
+  c.head_dim = {192, 128, 64};
+  c.scales = {ScaleGranularity::per_tensor, ScaleGranularity::per_tensor, ScaleGranularity::none};
+  c.mask = Mask::causal;
+  const Config r = resolve(c);
+  ASSERT_EQ(*r.tuning.family, Family::sm90);
+  const std::string sass = disassemble(compile(generate(r)).cubin);
+  const std::string bn = std::to_string(*r.tuning.BN);
+  EXPECT_GT(count(sass, "QGMMA.64x" + bn + "x32.F32.E4M3.E4M3"), 0u) << "Q·Kᵀ nope";
+  EXPECT_GT(count(sass, "HGMMA.64x" + bn + "x16.F32.BF16"), 0u) << "Q·Kᵀ rope";
+  EXPECT_GT(count(sass, "QGMMA.64x128x32.F32.E4M3.E4M3"), 0u) << "P·V";
+  EXPECT_EQ(count(sass, "HMMA."), 0u);
+}
+
 TEST_F(Sass, Sm80KernelsIssueHmmaNotHgmma) {
   Config c;
   c.arch = "sm_80";

@@ -139,6 +139,14 @@ const std::vector<Fp8Case>& sm90_fp8_cases() {
        Mask::none, 2, false, F, 160},
       {"sm90_e4m3_bn64_qk256_v128", DType::e4m3, G::per_head, G::per_tensor, G::per_head, {}, 256, 128, 0, {},
        Mask::causal, 1, false, F, 64},
+      // MLA prefill: fp8 nope columns beside a bf16 rope part (its k-steps bf16 wgmma into the same
+      // accumulator, Q's rope columns divided by the row's scales), per-token and per-tensor Q.
+      {"sm90_mla_e4m3_nope_bf16_rope_per_token_q_varlen", DType::e4m3, G::per_token, G::per_head, G::per_tensor,
+       DType::fp32, 192, 128, 64, DType::bf16, Mask::causal, 1, true, F},
+      {"sm90_mla_e4m3_nope_bf16_rope_per_tensor_g4", DType::e4m3, G::per_tensor, G::per_tensor, G::none, {}, 192, 128,
+       64, DType::bf16, Mask::none, 4, false, F},
+      {"sm90_e5m2_nope_bf16_rope128_per_head_window", DType::e5m2, G::per_head, G::per_head, G::per_head, {}, 256, 128,
+       128, DType::bf16, Mask::sliding_window, 2, true, F},
   };
   return cases;
 }
