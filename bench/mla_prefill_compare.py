@@ -10,9 +10,11 @@ process, on the same GPU, each timed the same way in two modes (bench_common.tim
 Shapes: batch x seqlen = 16k tokens, q = k = v lengths. Libraries:
   flashjit       flashjit.attention(q, k, v, q_rope=, k_rope=): the sm90 family on sm_90a
   flashjit-sm80  the same call pinned to the sm80 family (tuning.family "sm80")
+  flashjit-fp8   e4m3 nope columns and V (per-tensor scales) beside the bf16 rope parts
   cudnn          torch SDPA on the cuDNN backend, Q and K with their rope columns concatenated
 TFLOP/s count 2 x batch x heads x seqlen^2 x (192 + 128), halved when causal. Each output is
-compared with an fp32 reference on the first sequence's first two heads (relative error).
+compared with an fp32 reference on the first sequence's first two heads (relative error; fp8:
+on its dequantised inputs).
 """
 
 import argparse
@@ -20,8 +22,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import (add_timing_arguments, entry_summary, environment, log, measure_library,  # noqa: E402
-                          names, parse_list, rel_error, tflops_table, write_outputs)
+from bench_common import (add_timing_arguments, e4m3_per_tensor, entry_summary, environment, log,  # noqa: E402
+                          measure_library, names, parse_list, rel_error, tflops_table, write_outputs)
 
 TOKENS, NOPE, ROPE, DV = 16384, 128, 64, 128
 
@@ -50,9 +52,22 @@ class Inputs:
         self.q_full = torch.cat([self.q, self.q_rope], -1)
         self.k_full = torch.cat([self.k, self.k_rope], -1)
 
-    def reference(self, torch, causal):
-        q, k, v = (x[0, :, :2].float().transpose(0, 1) for x in (self.q_full, self.k_full, self.v))
+    def reference(self, torch, causal, fp8=False):
+        if fp8:  # the dequantised nope parts beside the bf16 rope parts
+            (q8, k8, v8), (qs, ks, vs) = self.fp8(torch)
+            q = torch.cat([q8.float() * qs, self.q_rope.float()], -1)
+            k = torch.cat([k8.float() * ks, self.k_rope.float()], -1)
+            v = v8.float() * vs
+        else:
+            q, k, v = self.q_full, self.k_full, self.v
+        q, k, v = (x[0, :, :2].float().transpose(0, 1) for x in (q, k, v))
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal).transpose(0, 1)
+
+    def fp8(self, torch):
+        """The nope parts and V in e4m3 with one scale each: ((q8, k8, v8), (q_scale, k_scale, v_scale))."""
+        if not hasattr(self, "_fp8"):
+            self._fp8 = tuple(zip(*(e4m3_per_tensor(torch, x) for x in (self.q, self.k, self.v))))
+        return self._fp8
 
 
 def flashjit_call(config):
@@ -61,6 +76,13 @@ def flashjit_call(config):
         return lambda: flashjit.attention(inp.q, inp.k, inp.v, q_rope=inp.q_rope, k_rope=inp.k_rope,
                                           causal=p.causal, config=config)
     return make
+
+
+def flashjit_fp8(torch, p, inp):
+    import flashjit
+    (q8, k8, v8), (qs, ks, vs) = inp.fp8(torch)
+    return lambda: flashjit.attention(q8, k8, v8, q_rope=inp.q_rope, k_rope=inp.k_rope, causal=p.causal,
+                                      q_scale=qs, k_scale=ks, v_scale=vs)
 
 
 def cudnn(torch, p, inp):
@@ -74,7 +96,7 @@ def cudnn(torch, p, inp):
 
 
 LIBRARIES = {"flashjit": flashjit_call(None), "flashjit-sm80": flashjit_call({"tuning": {"family": "sm80"}}),
-             "cudnn": cudnn}
+             "flashjit-fp8": flashjit_fp8, "cudnn": cudnn}
 
 
 def measure(torch, args, gpu, on_point=None):
@@ -84,15 +106,19 @@ def measure(torch, args, gpu, on_point=None):
     for p in points:
         inp = Inputs(torch, p)
         ref = inp.reference(torch, p.causal)
+        refs = {False: ref}
         row = {"seqlen": p.seqlen, "heads": p.heads, "causal": p.causal, "batch": p.batch, "flops": p.flops(),
                "libraries": {}}
         for name in args.libraries:
+            fp8 = name == "flashjit-fp8"
+            if fp8 not in refs:
+                refs[fp8] = inp.reference(torch, p.causal, fp8)
             entry = measure_library(torch, lambda: LIBRARIES[name](torch, p, inp), p.flops(),
-                                    lambda out: rel_error(torch, out[0, :, :2].float(), ref), args, flush, gpu)
+                                    lambda out: rel_error(torch, out[0, :, :2].float(), refs[fp8]), args, flush, gpu)
             row["libraries"][name] = entry
             log(f"{p.label()} {name}: " + entry_summary(entry, args.modes))
         rows.append(row)
-        del inp, ref
+        del inp, ref, refs
         if on_point:
             on_point(rows)
     return rows
