@@ -201,8 +201,10 @@ def _scale_of(name, t, heads, per_token_shape, varlen, device, allow_token=True,
         return "per_tensor", None, None
     if t.dtype == _FLOAT32 and t.dim() == 1 and t.shape[0] == heads and t.stride(0) == 1:
         return "per_head", None, None
-    if allow_token and t.dim() == len(per_token_shape) and tuple(t.shape) == per_token_shape and t.stride(-1) == 1 \
-            and t.dtype in (_FLOAT32, torch.bfloat16):
+    # A last axis of one element (one query token) is contiguous whatever its stride says:
+    # torch's contiguous() leaves such strides as they are.
+    if allow_token and t.dim() == len(per_token_shape) and tuple(t.shape) == per_token_shape \
+            and (t.stride(-1) == 1 or t.shape[-1] == 1) and t.dtype in (_FLOAT32, torch.bfloat16):
         strides = (0, t.stride(0)) if varlen else (t.stride(0), t.stride(1))
         return "per_token", "fp32" if t.dtype == _FLOAT32 else "bf16", strides
     kinds = "one float32, float32 [%d]%s" % (heads, f", or float32/bfloat16 {list(per_token_shape)} with a "

@@ -174,3 +174,15 @@ def test_per_block_k_scales_of_an_fp8_latent_cache():
         flashjit.mla_decode(q, q_pe, ckv, kpe, k_scale=meta(100, 64, 1, 8, dtype=f32), **kw)
     with pytest.raises(flashjit.ArgumentError, match="shaped like the cache's rows"):
         flashjit.mla_decode(q, q_pe, ckv, kpe, k_scale=meta(100, 32, 1, 4, dtype=f32), **kw)
+
+
+def test_per_token_q_scales_of_one_token_take_any_last_stride():
+    """q_scale [batch, heads, 1] from q's [batch, 1, heads] by permute(0, 2, 1).contiguous():
+    torch keeps the size-one axis's stride (heads), which is no layout problem."""
+    f8, f32 = torch.float8_e4m3fn, torch.float32
+    q_scale = torch.empty(4, 1, 32, device="meta", dtype=f32).permute(0, 2, 1).contiguous()
+    assert q_scale.stride(-1) != 1
+    q, _, _, kw = paged_call()
+    k, v = meta(100, 16, 8, 128, dtype=f8), meta(100, 16, 8, 128, dtype=f8)
+    o = flashjit.decode(q.to(f8), k, v, q_scale=q_scale, k_scale=meta(1, dtype=f32), v_scale=meta(1, dtype=f32), **kw)
+    assert tuple(o.shape) == (4, 1, 32, 128)
