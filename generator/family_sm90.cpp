@@ -58,7 +58,8 @@ SmemPlan smem_plan(const Config& c, const Sm90Tile& t, const ArchInfo& arch) {
                         0,
                         is_float8(c.dtype.qkv),
                         c.head_dim.rope,
-                        dtype_bytes(c.dtype.rope.value_or(c.dtype.qkv))};
+                        dtype_bytes(c.dtype.rope.value_or(c.dtype.qkv)),
+                        c.scales.k == ScaleGranularity::per_token};
   auto bytes = [&] { return sm90::smem_regions(shape).total; };
   const int limit = arch.max_smem_per_block;
   SmemPlan p;
@@ -144,9 +145,16 @@ class Sm90Family final : public KernelFamily {
         return scaled.front();
     // Per-tensor and per-head scales are one number per tile, per-token Q scales one per row;
     // per-token K scales would scale every score column and run on the sm80 family.
-    if (c.scales.k == ScaleGranularity::per_token)
+    // Per-token K scales multiply S's columns: by position (the producer warp writes each K
+    // stage's beside its TMA), and not beside a rope part (whose product they do not scale).
+    if (c.scales.k == ScaleGranularity::per_token && c.scales.token_layout == ScaleLayout::cache)
+      return ConfigIssue{"scales.token_layout", "\"cache\"",
+                         "the sm90 family reads per-token K scales by position (laid out like the cache they run on "
+                         "the sm80 family)"};
+    if (c.scales.k == ScaleGranularity::per_token && c.head_dim.rope > 0)
       return ConfigIssue{"scales.k", "\"per_token\"",
-                         "the sm90 family takes per_tensor or per_head K scales (per_token runs on the sm80 family)"};
+                         "the sm90 family takes per-token K scales without a rope part (with one they run on the "
+                         "sm80 family)"};
     if (c.scales.v == ScaleGranularity::per_token)
       return ConfigIssue{"scales.v", "\"per_token\"",
                          "the sm90 family takes per_tensor or per_head V scales (per_token runs on the sm80 family)"};

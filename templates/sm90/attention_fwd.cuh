@@ -87,6 +87,11 @@ struct ForwardKernel {
   static_assert(DR % 64 == 0 && (DR == 0 || sizeof(RopeElement) == 2) && DN % Traits::kPanelElems == 0,
                 "whole 128-byte panels of the nope part and of a 16-bit rope part");
   static_assert(kRopeBesideFp8 || DR == 0 || SameType<RopeElement, Element>::value, "a 16-bit rope part in the inputs' type");
+  // Per-token K scales (scales.k per_token) multiply S's columns: the producer warp writes each
+  // K stage's into its slot of the seeds' k_scale region.
+  static constexpr bool kKeyScales = T::kKScale == ScaleKind::kPerToken;
+  static_assert(!kKeyScales || (!kPair && !kRopeBesideFp8 && !Scales<T>::kTokenScalesInCache),
+                "per-token K scales by position, single CTAs, no rope part beside fp8");
   static constexpr u32 kQBytes = BM * (DN * sizeof(Element) + DR * sizeof(RopeElement));
   static constexpr u32 kKBytes = BN * (DN * sizeof(Element) + DR * sizeof(RopeElement));
   static constexpr u32 kVBytes = BN * DV * sizeof(Element);
@@ -173,6 +178,12 @@ struct ForwardKernel {
     const bool loads_v = leader && (!kPair || !rank0);
     for (int n = r.kv_max - 1; n >= r.kv_min; --n) {
       const int row = r.seq.k_start + n * BN;
+      if constexpr (kKeyScales) {
+        // The stage's per-token K scales, by the warp's lanes, before the leader arms the stage
+        // (its arrival releases them to the consumers with the TMA bytes).
+        mbar_wait(kpipe.empty(kv.index), kv.phase ^ 1);
+        write_key_scales(p, smem, kv.index, r, w, kv_head, n);
+      }
       kpipe.producer_acquire(kv, kKBytes, leader);
       if (loads_k) {
         load_kv(smem.k(kv.index), &p.tma_k, kpipe.full(kv.index), row, kv_head, batch, evict_last);
@@ -186,6 +197,19 @@ struct ForwardKernel {
       ++v_fills;
     }
     return !r.skip;
+  }
+
+  // Per-token K scales of key tile n into stage `stage`'s slot (0 past the sequence's keys).
+  __device__ __forceinline__ static void write_key_scales(const AttentionParams& p, const Layout& smem, int stage,
+                                                          const TileRange& r, const WorkTile& w, int kv_head, int n) {
+    const Scales<T> scales = Scales<T>::make(p);
+#pragma unroll 1
+    for (int j = threadIdx.x & 31; j < BN; j += 32) {
+      const int key = n * BN + j;
+      const float s = key < r.seq.seqlen_k ? scales.k.at(w.batch, kv_head, r.seq.k_start, key) : 0.f;
+      asm volatile("st.shared.f32 [%0], %1;" ::"r"(smem.key_scales(stage) + 4 * j), "f"(s) : "memory");
+    }
+    __syncwarp();
   }
 
   __device__ __forceinline__ static void load_kv(u32 dst, const TmaDescriptor* desc, u32 bar, int row, int kv_head,
@@ -327,6 +351,21 @@ struct ForwardKernel {
     }
   }
 
+  // S's columns times their keys' per-token K scales (stage `stage`'s slot): a lane holds
+  // columns 8 j + 2 (lane % 4) and the next of each 8-column step, in both of its rows.
+  __device__ __forceinline__ static void scale_key_columns(float (&s)[BN / 2], const Layout& smem, int stage) {
+    const u32 at = smem.key_scales(stage) + 8 * (threadIdx.x & 3);
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      float k0, k1;
+      asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(k0), "=f"(k1) : "r"(at + 32 * j));
+      s[4 * j] *= k0;
+      s[4 * j + 1] *= k1;
+      s[4 * j + 2] *= k0;
+      s[4 * j + 3] *= k1;
+    }
+  }
+
   __device__ __forceinline__ static void ping_sync(int wg) {
     if constexpr (kCwg > 1) named_barrier_sync(kPingBarrier + wg, 256);
   }
@@ -396,7 +435,7 @@ struct ForwardKernel {
       const int kv_head = w.head / T::kGroup;
       // Each row's softmax scale with the Q and K dequantisation scales folded in.
       float row_scale[2];
-      const float k_scale = scales.k.at(w.batch, kv_head, 0, 0);
+      const float k_scale = kKeyScales ? 1.f : scales.k.at(w.batch, kv_head, 0, 0);  // per token: per column
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = warp_row0 + (lane >> 2) + 8 * h;
@@ -432,6 +471,7 @@ struct ForwardKernel {
         ping_arrive(wg);
         wgmma_wait<0>();
         fence_operand(s);
+        if constexpr (kKeyScales) scale_key_columns(s, smem, kv.index);
         kpipe.consumer_release(kv);
         if (kReleaseQEarly && n == r.n_min) release_q(smem, qs);
         if (n >= r.n_unmasked_max || n < r.n_unmasked_min)
@@ -457,6 +497,7 @@ struct ForwardKernel {
           ping_arrive(wg);
           wgmma_wait<1>();  // Q K^T done, P V may still run
           fence_operand(s);
+          if constexpr (kKeyScales) scale_key_columns(s, smem, kv.index);
           kpipe.consumer_release(kv);
           if (n >= r.n_unmasked_max || n < r.n_unmasked_min)
             Softmax::apply_mask(s, mask, warp_row0, n * BN);

@@ -26,7 +26,7 @@ struct SmemLayout {
   static constexpr SmemRegions kRegions = smem_regions(
       {T::kBlockM, T::kBlockN, T::kHeadDimQK, T::kHeadDimV, kElementBytes, int(sizeof(typename T::OutElement)),
        T::kStages, T::kQStages, T::kTmaStoreO ? T::kConsumerWarpgroups : 0, kTransposeV, T::kHeadDimRope,
-       int(sizeof(typename T::RopeElement))});
+       int(sizeof(typename T::RopeElement)), T::kKScale == ScaleKind::kPerToken});
   static constexpr int kOSlabBytes = kRegions.o_slab_bytes;
   static constexpr int kTotalBytes = kRegions.total;
 
@@ -59,6 +59,10 @@ struct SmemLayout {
   __device__ __forceinline__ u32 vt(int stage) const { return base + kRegions.vt_offset + stage * kRegions.vt_stage_bytes; }
   // Consumer warpgroup wg's O slab: [dv / 64 panels][64 rows][64 columns], 128-byte swizzled.
   __device__ __forceinline__ u32 o_slab(int wg) const { return base + kRegions.o_offset + wg * kOSlabBytes; }
+  // Per-token K scales of a K stage's keys (fp32, BN).
+  __device__ __forceinline__ u32 key_scales(int stage) const {
+    return base + kRegions.key_scale_offset + stage * (T::kBlockN * 4);
+  }
   __device__ __forceinline__ u32 barrier(int index) const { return base + kRegions.barrier_offset + 8 * index; }
   __device__ __forceinline__ u32 tile_slot(int i) const { return base + kRegions.tile_slot_offset + 4 * i; }
   // Set by the producer once it has issued its last load (fp8: ends the V transposers' loop).

@@ -10,6 +10,8 @@
 //   Vt    stages x dv x BN (fp8 only: V transposed to K-major, the only B layout 8-bit wgmma
 //         reads; keys in 128-byte panels, the last one partly used when BN is no multiple of 128)
 //   O     o_slabs x 64 x dv of the output type, the sources of the consumers' TMA stores
+//   Ks    stages x BN fp32: per-token K scales of each K stage's keys (scales.k per_token; the
+//         seeds' k_scale region), written by the producer warp beside the stage's TMA
 //   1 KB  mbarriers (first 512 B) and the dynamic scheduler's tile-index slots
 // Tiles start 1 KB aligned: 128-byte-swizzled TMA boxes repeat their pattern every 8 rows.
 #pragma once
@@ -25,11 +27,12 @@ struct SmemShape {
   int o_slabs;  // 0: O is written from registers
   bool transpose_v = false;
   int head_dim_rope = 0, rope_bytes = 2;  // the rope part's columns (of head_dim_qk) and their bytes
+  bool key_scales = false;                 // per-token K scales
 };
 
 struct SmemRegions {
   int q_stage_bytes, k_stage_bytes, v_stage_bytes, vt_stage_bytes, o_slab_bytes;  // stage strides (aligned)
-  int q_offset, k_offset, v_offset, vt_offset, o_offset, barrier_offset, tile_slot_offset;
+  int q_offset, k_offset, v_offset, vt_offset, o_offset, key_scale_offset, barrier_offset, tile_slot_offset;
   int total;
 };
 
@@ -54,7 +57,8 @@ FLASHJIT_HOST_DEVICE constexpr SmemRegions smem_regions(SmemShape s) {
   r.v_offset = r.k_offset + s.kv_stages * r.k_stage_bytes;
   r.vt_offset = r.v_offset + s.kv_stages * r.v_stage_bytes;
   r.o_offset = r.vt_offset + s.kv_stages * r.vt_stage_bytes;
-  r.barrier_offset = r.o_offset + s.o_slabs * r.o_slab_bytes;
+  r.key_scale_offset = r.o_offset + s.o_slabs * r.o_slab_bytes;
+  r.barrier_offset = r.key_scale_offset + (s.key_scales ? smem_align(s.kv_stages * s.block_n * 4) : 0);
   r.tile_slot_offset = r.barrier_offset + 512;
   r.total = r.barrier_offset + kSmemBarrierBytes;
   return r;

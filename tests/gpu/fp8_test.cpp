@@ -139,6 +139,13 @@ const std::vector<Fp8Case>& sm90_fp8_cases() {
        Mask::none, 2, false, F, 160},
       {"sm90_e4m3_bn64_qk256_v128", DType::e4m3, G::per_head, G::per_tensor, G::per_head, {}, 256, 128, 0, {},
        Mask::causal, 1, false, F, 64},
+      // Per-token K scales (by position) multiplying S's columns, in fp32 and bf16, ragged too.
+      {"sm90_e4m3_per_token_k_fp32_causal_g4", DType::e4m3, G::per_token, G::per_token, G::per_head, DType::fp32, 128,
+       128, 0, {}, Mask::causal, 4, false, F},
+      {"sm90_e4m3_per_token_k_bf16_d256_varlen", DType::e4m3, G::per_tensor, G::per_token, G::per_tensor, DType::bf16,
+       256, 256, 0, {}, Mask::none, 1, true, F},
+      {"sm90_e5m2_per_token_k_window_bn64", DType::e5m2, G::none, G::per_token, G::none, DType::fp32, 128, 128, 0, {},
+       Mask::sliding_window, 2, false, F, 64},
       // MLA prefill: fp8 nope columns beside a bf16 rope part (its k-steps bf16 wgmma into the same
       // accumulator, Q's rope columns divided by the row's scales), per-token and per-tensor Q.
       {"sm90_mla_e4m3_nope_bf16_rope_per_token_q_varlen", DType::e4m3, G::per_token, G::per_head, G::per_tensor,
