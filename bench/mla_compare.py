@@ -277,7 +277,26 @@ def markdown(results, args, env):
                              f"err {e['rel_error_fp64']:.1e}" if mode in e else e.get("error", "n/a"))
             lines.append(f"| {r['id']} | " + " | ".join(cells) + " |")
         lines.append("")
+        lines += fp8_speedups(results, names_, mode)
     return "\n".join(lines) + "\n"
+
+
+def fp8_speedups(results, names_, mode):
+    """#16's fp8 bar as a table: each fp8 variant's tokens per second over flashjit's bf16 cache
+    at the same point (the bf16 call's time over the fp8 one's); none without both."""
+    fp8 = [n for n in names_ if n.split(" ")[0] in ("flashjit-fp8", "flashjit-fp8kv", "flashjit-fp8rows")]
+    if not fp8 or "flashjit" not in names_:
+        return []
+    lines = [f"fp8 caches, tokens per second over flashjit's bf16 cache ({mode}):", "",
+             "| point | " + " | ".join(fp8) + " |", "|---|" + "---:|" * len(fp8)]
+    for r in results:
+        base = r["libraries"].get("flashjit", {}).get(mode)
+        cells = []
+        for n in fp8:
+            e = r["libraries"].get(n, {}).get(mode)
+            cells.append(f"{base['us_per_call'] / e['us_per_call']:.2f}x" if base and e else "n/a")
+        lines.append(f"| {r['id']} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def main():

@@ -38,6 +38,19 @@ class MlaCompare(unittest.TestCase):
         self.assertIn("| point | flashjit | flashinfer |", text)
         self.assertIn("| b2_k1000_q1_h16_p64 | 120 / 3300 (41) err 1.7e-03 | ImportError: no module |", text)
 
+    def test_fp8_tokens_per_second_over_bf16(self):
+        args = argparse.Namespace(page=64, causal=False, modes=["sustained"])
+        rows = [{"id": "b64_k16384_q1_h16_p64", "libraries": {
+            "flashjit": {"sustained": {"tflops": 100.0, "gbps": 3700.0, "us_per_call": 300.0}, "rel_error_fp64": 2e-3},
+            "flashjit-fp8kv": {"sustained": {"tflops": 150.0, "gbps": 3000.0, "us_per_call": 200.0},
+                               "rel_error_fp64": 3e-3},
+            "flashjit-fp8rows": {"error": "RuntimeError: out of memory"}}}]
+        text = mc.markdown(rows, args, {"gpu": "H200", "date": "2026-12-05"})
+        self.assertIn("| point | flashjit-fp8kv | flashjit-fp8rows |", text)
+        self.assertIn("| b64_k16384_q1_h16_p64 | 1.50x | n/a |", text)
+        no_bf16 = [{"id": "p", "libraries": {"flashjit-fp8": rows[0]["libraries"]["flashjit-fp8kv"]}}]
+        self.assertNotIn("tokens per second", mc.markdown(no_bf16, args, {}))
+
 
 if __name__ == "__main__":
     unittest.main()
