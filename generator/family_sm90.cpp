@@ -145,12 +145,8 @@ class Sm90Family final : public KernelFamily {
         return scaled.front();
     // Per-tensor and per-head scales are one number per tile, per-token Q scales one per row;
     // per-token K scales would scale every score column and run on the sm80 family.
-    // Per-token K scales multiply S's columns: by position (the producer warp writes each K
-    // stage's beside its TMA), and not beside a rope part (whose product they do not scale).
-    if (c.scales.k == ScaleGranularity::per_token && c.scales.token_layout == ScaleLayout::cache)
-      return ConfigIssue{"scales.token_layout", "\"cache\"",
-                         "the sm90 family reads per-token K scales by position (laid out like the cache they run on "
-                         "the sm80 family)"};
+    // Per-token K scales multiply S's columns (the producer warp writes each K stage's beside its
+    // TMA), not beside a rope part (whose product they do not scale).
     if (c.scales.k == ScaleGranularity::per_token && c.head_dim.rope > 0)
       return ConfigIssue{"scales.k", "\"per_token\"",
                          "the sm90 family takes per-token K scales without a rope part (with one they run on the "

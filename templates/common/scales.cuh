@@ -83,6 +83,20 @@ struct Scales {
   __device__ __forceinline__ float key(const Kv& kv, int batch, int kv_head, int k_start, int j, int block = 0) const {
     return of_key<T::kKScale>(k, k_row_stride, kv, batch, kv_head, k_start, j, block * k_block_stride);
   }
+  // Per-token K scales of one entry's KV head in a contiguous cache as a strided row: key j's at
+  // row[j], by position ([batch, heads, position], ragged [heads, total]) or laid out like the
+  // cache's rows ([batch, seqlen_k, heads_k], ragged [total_k, heads_k]). One base and one step.
+  struct KeyRow {
+    const S* ptr;
+    long long step;
+    __device__ __forceinline__ float operator[](int j) const { return to_float(ptr[i64(j) * step]); }
+  };
+  __device__ __forceinline__ KeyRow key_row(int batch, int kv_head, int k_start) const {
+    static_assert(T::kKScale == ScaleKind::kPerToken && !T::kPaged, "per-token K scales of a contiguous cache");
+    const long long step = kTokenScalesInCache ? k_row_stride : 1;
+    const long long base = (T::kVarlen ? 0 : i64(batch) * k.batch_stride) + i64(kv_head) * k.head_stride + k_start * step;
+    return KeyRow{static_cast<const S*>(k.ptr) + base, step};
+  }
   // The same for V (per tensor, per head, or per token like K's).
   template <class Kv>
   __device__ __forceinline__ float value(const Kv& kv, int batch, int kv_head, int k_start, int j) const {

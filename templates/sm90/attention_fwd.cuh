@@ -90,8 +90,7 @@ struct ForwardKernel {
   // Per-token K scales (scales.k per_token) multiply S's columns: the producer warp writes each
   // K stage's into its slot of the seeds' k_scale region.
   static constexpr bool kKeyScales = T::kKScale == ScaleKind::kPerToken;
-  static_assert(!kKeyScales || (!kPair && !kRopeBesideFp8 && !Scales<T>::kTokenScalesInCache),
-                "per-token K scales by position, single CTAs, no rope part beside fp8");
+  static_assert(!kKeyScales || (!kPair && !kRopeBesideFp8), "per-token K scales: single CTAs, no rope part beside fp8");
   static constexpr u32 kQBytes = BM * (DN * sizeof(Element) + DR * sizeof(RopeElement));
   static constexpr u32 kKBytes = BN * (DN * sizeof(Element) + DR * sizeof(RopeElement));
   static constexpr u32 kVBytes = BN * DV * sizeof(Element);
@@ -199,14 +198,15 @@ struct ForwardKernel {
     return !r.skip;
   }
 
-  // Per-token K scales of key tile n into stage `stage`'s slot (0 past the sequence's keys).
+  // Per-token K scales of key tile n into stage `stage`'s slot (0 past the sequence's keys): by
+  // position, or laid out like the (contiguous) cache's rows.
   __device__ __forceinline__ static void write_key_scales(const AttentionParams& p, const Layout& smem, int stage,
                                                           const TileRange& r, const WorkTile& w, int kv_head, int n) {
-    const Scales<T> scales = Scales<T>::make(p);
+    const auto row = Scales<T>::make(p).key_row(w.batch, kv_head, r.seq.k_start);
 #pragma unroll 1
     for (int j = threadIdx.x & 31; j < BN; j += 32) {
       const int key = n * BN + j;
-      const float s = key < r.seq.seqlen_k ? scales.k.at(w.batch, kv_head, r.seq.k_start, key) : 0.f;
+      const float s = key < r.seq.seqlen_k ? row[key] : 0.f;
       asm volatile("st.shared.f32 [%0], %1;" ::"r"(smem.key_scales(stage) + 4 * j), "f"(s) : "memory");
     }
     __syncwarp();

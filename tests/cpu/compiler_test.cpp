@@ -232,6 +232,29 @@ TEST(Compiler, Sm90TakesSixteenBitRopeTensors) {
   EXPECT_EQ(sm90_issue(fp8_nope_half_panel), "head_dim.qk");
 }
 
+// Per-token K scales on the sm90 family (fp8): the producer warp writes each stage's beside its
+// TMA, by position or laid out like the cache's rows, ragged or not. Every such kernel compiles
+// without spills (the producer's 40 registers included) or advisories.
+TEST(Compiler, Sm90PerTokenKeyScalesCompileWithoutSpills) {
+  for (ScaleLayout layout : {ScaleLayout::positions, ScaleLayout::cache})
+    for (bool varlen : {false, true})
+      for (int d : {128, 256}) {
+        Config c;
+        c.arch = "sm_90a";
+        c.dtype = {DType::e4m3, DType::bf16, std::nullopt, DType::fp32};
+        c.head_dim = {d, d, 0};
+        c.scales = {ScaleGranularity::per_token, ScaleGranularity::per_token, ScaleGranularity::per_head};
+        c.scales.token_layout = layout;
+        c.varlen = varlen;
+        c.mask = Mask::causal;
+        const Config r = resolve(c);
+        ASSERT_EQ(*r.tuning.family, Family::sm90) << canonical_json(r);
+        const CompiledKernel k = compile(generate(r));
+        EXPECT_EQ(k.report.spill_stores, 0) << canonical_json(r) << "\n" << k.log;
+        EXPECT_EQ(k.log.find("C75"), std::string::npos) << k.log;
+      }
+}
+
 TEST(Compiler, ReferenceKernelCompiles) {
   Config c = load_config_file(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs/mla_rope.json");
   CompiledKernel k = compile(generate_reference(c));
