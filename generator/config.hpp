@@ -113,6 +113,8 @@ struct Config {
   Scales scales;
   bool lse = false;  // outputs.lse
   Tuning tuning;
+  // Per-token K scales of each key row: one per scales.k_block nope columns, or one.
+  int k_scale_blocks() const { return scales.k_block > 0 ? head_dim.nope() / scales.k_block : 1; }
   // Field by field, so a field added later is compared without anyone remembering to.
   bool operator==(const Config&) const = default;
 };

@@ -63,7 +63,7 @@ std::string traits_struct(const Config& r, const Constants& extra) {
   if (r.scales.token_layout == ScaleLayout::cache) c.push_back({"kTokenScalesInCache", b(true)});
   // Per-block K scales: the blocks of a key row's nope columns (only where set).
   if (r.scales.k_block > 0)
-    c.push_back({"kKScaleBlocks", std::to_string((r.head_dim.qk - r.head_dim.rope) / r.scales.k_block)});
+    c.push_back({"kKScaleBlocks", std::to_string(r.k_scale_blocks())});
   c.insert(c.end(), extra.begin(), extra.end());
   std::string s = "namespace flashjit::generated {\nstruct Traits {\n";
   s += "  using Element = " + device_type(r.dtype.qkv) + ";\n";

@@ -58,11 +58,6 @@ bool latent_wgmma(const Config& c) { return shared_kv(c) && wgmma_pass(c); }
 // Exchange slots of a latent pass's partial scores (latent_regions.cuh).
 int exchange_slots(const Config& c) { return latent_wgmma(c) ? 1 : 2; }
 
-// Per-token K scales of each key row: one per scales.k_block columns of the nope part, or one.
-int key_scale_blocks(const Config& c) {
-  return c.scales.k_block > 0 ? (c.head_dim.qk - c.head_dim.rope) / c.scales.k_block : 1;
-}
-
 bool tma_loads(const Config& c) { return c.tuning.kv_loads == KvLoads::tma; }
 
 // The latent seesaw pass: wgmma warpgroups on alternate key tiles, loaded by TMA.
@@ -133,7 +128,7 @@ int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
   if (shared_kv(c))
     return decode::latent_regions({bm, bn, c.head_dim.qk, warps, stages, exchange_slots(c), latent_seesaw(c),
                                    c.head_dim.rope, kv_bytes(c), c.scales.k == ScaleGranularity::per_token,
-                                   key_scale_blocks(c)})
+                                   c.k_scale_blocks()})
         .total;
   return decode::smem_regions({bm, bn, c.head_dim.qk, c.head_dim.v, warps, stages, kv_bytes(c),
                                c.scales.k == ScaleGranularity::per_token, tma_loads(c),

@@ -243,11 +243,7 @@ std::vector<float> DeviceProblem::quantise(char which, std::vector<float>& value
   return per_row;
 }
 
-// Per-token K scales of each key row: one per scales.k_block nope columns, or one.
-int DeviceProblem::scale_blocks(char which) const {
-  const int block = config_.scales.k_block;
-  return which == 'k' && block > 0 ? config_.head_dim.nope() / block : 1;
-}
+int DeviceProblem::scale_blocks(char which) const { return which == 'k' ? config_.k_scale_blocks() : 1; }
 
 ScaleGranularity DeviceProblem::granularity(char which) const {
   return which == 'q' ? config_.scales.q : which == 'k' ? config_.scales.k : which == 'v' ? config_.scales.v

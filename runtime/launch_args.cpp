@@ -182,7 +182,7 @@ AttentionParams common_params(const Config& c, const LaunchInfo& launch, const A
   // cache's rows ([pages or batch, rows, heads_k], contiguous unless strides are given).
   // Per-block K scales add a last dimension, the row's blocks.
   const bool in_cache = c.scales.token_layout == ScaleLayout::cache;
-  const int64_t blocks = c.scales.k_block > 0 ? (c.head_dim.qk - c.head_dim.rope) / c.scales.k_block : 1;
+  const int64_t blocks = c.k_scale_blocks();
   if (c.scales.k_block == 0 && a.k_scale.block_stride >= 0)
     fail("args.k_scale.block_stride is set, but the config has one K scale per key row (scales.k_block 0)");
   if (a.v_scale.block_stride >= 0) fail("args.v_scale.block_stride is set, but V scales have no blocks (V takes K's)");

@@ -117,4 +117,26 @@ struct Scales {
   }
 };
 
+// Multiplies column (key) 8 j + 2 t + e of scores or probabilities in the tensor cores'
+// accumulator order (mma.sync's m16n8 tiles and wgmma's m64nN share it: s[4 j + 2 h + e] is row
+// h's column 8 j + 2 t + e, t = lane % 4) by per_key[8 j + 2 t + e] times `factor`: per-token K
+// or V scales.
+template <int kRegs>
+__device__ __forceinline__ void scale_key_columns(float (&s)[kRegs], const float* per_key, int t, float factor) {
+  static_assert(kRegs % 4 == 0, "whole 8-column steps");
+#pragma unroll
+  for (int j = 0; j < kRegs / 4; ++j) {
+    const float2 f = *reinterpret_cast<const float2*>(per_key + 8 * j + 2 * t);
+    s[4 * j] *= f.x * factor;
+    s[4 * j + 1] *= f.y * factor;
+    s[4 * j + 2] *= f.x * factor;
+    s[4 * j + 3] *= f.y * factor;
+  }
+}
+// The same for a warp's mma.sync scores kept as [1][n-tiles][4].
+template <int kNT>
+__device__ __forceinline__ void scale_key_columns(float (&s)[1][kNT][4], const float* per_key, int t, float factor) {
+  scale_key_columns(reinterpret_cast<float(&)[4 * kNT]>(s), per_key, t, factor);
+}
+
 }  // namespace flashjit

@@ -129,20 +129,6 @@ struct KvOperands<E, QTile, kBN, kDQK, kDV, true> {
   }
 };
 
-// Multiplies column (key) 8 j + 2 t + e of a warp's 16 x (8 kNT) scores or probabilities, in
-// mma.sync accumulator order, by per_key[8 j + 2 t + e] times `factor`: per-token K or V scales.
-template <int kNT>
-__device__ __forceinline__ void scale_key_columns(float (&s)[1][kNT][4], const float* per_key, int t, float factor) {
-#pragma unroll
-  for (int j = 0; j < kNT; ++j) {
-    const float2 f = *reinterpret_cast<const float2*>(per_key + 8 * j + 2 * t);
-    s[0][j][0] *= f.x * factor;
-    s[0][j][1] *= f.y * factor;
-    s[0][j][2] *= f.x * factor;
-    s[0][j][3] *= f.y * factor;
-  }
-}
-
 // Q rows of an fp8 cache's step into the fp16 Q tile, dequantised (row scale) and in the k-slot
 // order of KvOperands::q_column: one thread per 16-column chunk, synchronous (a few rows, once).
 // row_ref(r) gives row r's pointer (null: zero-fill) and scale. The first kCols columns of the

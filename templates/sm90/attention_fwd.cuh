@@ -288,22 +288,22 @@ struct ForwardKernel {
   // of a 128-byte panel row, four steps per panel (fp8 nope panels, then 16-bit rope panels).
   __device__ __forceinline__ static void issue_qk(float (&s)[BN / 2], const Layout& smem, int wg, int q_stage,
                                                   int stage) {
-    constexpr int kNopeSteps = kRopeBesideFp8 ? DN / Traits::kMmaK : DQK / Traits::kMmaK;
-#pragma unroll
-    for (int kk = 0; kk < kNopeSteps; ++kk) {
-      const u32 step = (kk % 4) * 32;
-      const u32 q = smem.q(q_stage) + (kk / 4) * (BM * 128) + wg * (64 * 128) + step;
-      const u32 k = smem.k(stage) + (kk / 4) * (BN * 128) + step;
-      Wgmma<Element, BN>::ss(s, make_desc(q, 16, 1024), make_desc(k, 16, 1024), kk > 0 ? 1 : 0);
-    }
+    const u32 q = smem.q(q_stage) + wg * (64 * 128), k = smem.k(stage);
     if constexpr (kRopeBesideFp8) {
+      qk_steps<Element, DN / Traits::kMmaK, 0>(s, q, k, false);
+      qk_steps<RopeElement, DR / RopeTraits::kMmaK, kNopePanels>(s, q, k, true);
+    } else {
+      qk_steps<Element, DQK / Traits::kMmaK, 0>(s, q, k, false);
+    }
+  }
+  // kSteps k-steps of E from panel kFirstPanel on: wgmma's K is 32 bytes, four to a panel.
+  template <class E, int kSteps, int kFirstPanel>
+  __device__ __forceinline__ static void qk_steps(float (&s)[BN / 2], u32 q, u32 k, bool accumulate) {
 #pragma unroll
-      for (int kk = 0; kk < DR / RopeTraits::kMmaK; ++kk) {
-        const u32 step = (kk % 4) * 32, panel = kNopePanels + kk / 4;
-        const u32 q = smem.q(q_stage) + panel * (BM * 128) + wg * (64 * 128) + step;
-        const u32 k = smem.k(stage) + panel * (BN * 128) + step;
-        Wgmma<RopeElement, BN>::ss(s, make_desc(q, 16, 1024), make_desc(k, 16, 1024), 1);
-      }
+    for (int kk = 0; kk < kSteps; ++kk) {
+      const u32 panel = kFirstPanel + kk / 4, step = (kk % 4) * 32;
+      Wgmma<E, BN>::ss(s, make_desc(q + panel * (BM * 128) + step, 16, 1024),
+                       make_desc(k + panel * (BN * 128) + step, 16, 1024), accumulate || kk > 0 ? 1 : 0);
     }
   }
 
@@ -348,21 +348,6 @@ struct ForwardKernel {
         const u32 v = smem.v(stage) + kk * (Traits::kMmaK * 128);
         Wgmma<Element, DV>::rs(o, pf[kk], make_desc(v, BN * 128, 1024), 1);
       }
-    }
-  }
-
-  // S's columns times their keys' per-token K scales (stage `stage`'s slot): a lane holds
-  // columns 8 j + 2 (lane % 4) and the next of each 8-column step, in both of its rows.
-  __device__ __forceinline__ static void scale_key_columns(float (&s)[BN / 2], const Layout& smem, int stage) {
-    const u32 at = smem.key_scales(stage) + 8 * (threadIdx.x & 3);
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      float k0, k1;
-      asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(k0), "=f"(k1) : "r"(at + 32 * j));
-      s[4 * j] *= k0;
-      s[4 * j + 1] *= k1;
-      s[4 * j + 2] *= k0;
-      s[4 * j + 3] *= k1;
     }
   }
 
@@ -471,7 +456,7 @@ struct ForwardKernel {
         ping_arrive(wg);
         wgmma_wait<0>();
         fence_operand(s);
-        if constexpr (kKeyScales) scale_key_columns(s, smem, kv.index);
+        if constexpr (kKeyScales) scale_key_columns(s, smem.key_scales_generic(kv.index), lane & 3, 1.f);
         kpipe.consumer_release(kv);
         if (kReleaseQEarly && n == r.n_min) release_q(smem, qs);
         if (n >= r.n_unmasked_max || n < r.n_unmasked_min)
@@ -497,7 +482,7 @@ struct ForwardKernel {
           ping_arrive(wg);
           wgmma_wait<1>();  // Q K^T done, P V may still run
           fence_operand(s);
-          if constexpr (kKeyScales) scale_key_columns(s, smem, kv.index);
+          if constexpr (kKeyScales) scale_key_columns(s, smem.key_scales_generic(kv.index), lane & 3, 1.f);
           kpipe.consumer_release(kv);
           if (n >= r.n_unmasked_max || n < r.n_unmasked_min)
             Softmax::apply_mask(s, mask, warp_row0, n * BN);

@@ -63,6 +63,9 @@ struct SmemLayout {
   __device__ __forceinline__ u32 key_scales(int stage) const {
     return base + kRegions.key_scale_offset + stage * (T::kBlockN * 4);
   }
+  __device__ __forceinline__ const float* key_scales_generic(int stage) const {
+    return static_cast<const float*>(__cvta_shared_to_generic(key_scales(stage)));
+  }
   __device__ __forceinline__ u32 barrier(int index) const { return base + kRegions.barrier_offset + 8 * index; }
   __device__ __forceinline__ u32 tile_slot(int i) const { return base + kRegions.tile_slot_offset + 4 * i; }
   // Set by the producer once it has issued its last load (fp8: ends the V transposers' loop).

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -40,30 +41,38 @@ TEST(LatentDecode, AutoPicksDecodeEvenWithoutATokenBound) {
   EXPECT_EQ(readable_name(r), "fwd_sm90a_bf16_d576v512r64_none_g16_paged64_lse_decode_q1_latent_bm16_bn32");
 }
 
+// The tile a resolved latent config names, as one comparable value.
+struct LatentTile {
+  int warpgroups;  // tuning.consumer_warpgroups (0: mma.sync warps)
+  KvLoads loads;
+  int bm, warps, bn, stages;
+  bool operator==(const LatentTile&) const = default;
+};
+void PrintTo(const LatentTile& t, std::ostream* os) {
+  *os << "warpgroups " << t.warpgroups << ", " << to_string(t.loads) << ", BM " << t.bm << ", " << t.warps
+      << " warps, BN " << t.bn << ", " << t.stages << " stages";
+}
+LatentTile tile_of(const Config& r) {
+  const Tuning& t = r.tuning;
+  return {*t.consumer_warpgroups, *t.kv_loads, *t.BM, *t.num_warps, *t.BN, *t.num_kv_stages};
+}
+
 TEST(LatentDecode, TilesAndSharedMemory) {
+  // mma.sync warps below 32 packed rows: four per 16-row block.
   const Config r16 = resolve(mla(16, 1));
-  EXPECT_EQ(*r16.tuning.BM, 16);
-  EXPECT_EQ(*r16.tuning.num_warps, 4);  // four warps per 16-row block
-  EXPECT_EQ(*r16.tuning.BN, 32);
-  EXPECT_EQ(*r16.tuning.num_kv_stages, 2);
+  EXPECT_EQ(tile_of(r16), (LatentTile{0, KvLoads::cp_async, 16, 4, 32, 2}));
   // Q 16 x 576, two stages of 32 x 576 (K, V within it), two row-offset slots of 32 x 16
   // bytes, two exchange slots of 4 warps x 16 x 32 floats, the flag: two CTAs fit an H200 SM.
   const int want = 16 * 576 * 2 + 2 * 32 * 576 * 2 + 2 * 32 * 16 + 2 * 4 * 16 * 32 * 4 + 16;
   EXPECT_EQ(generate(r16).launch.smem_bytes, want);
   EXPECT_EQ(decode::latent_regions({16, 32, 576, 4, 2}).total, want);
   EXPECT_LE(2 * want, 228 * 1024);
-  EXPECT_EQ(*r16.tuning.consumer_warpgroups, 0);  // mma.sync warps below 32 packed rows
   // 128 heads on sm_90a, page 64: two wgmma warpgroups on alternate tiles and a loader
   // warpgroup (TMA loads); Q, four stages of 32 x 576, each warpgroup's P of a tile (64 x 32
   // 16-bit), the statistics (3 x 2 x 64 floats), 45 mbarriers (a full barrier per stage and
   // 64-column panel, an empty one per stage, five more; padded to 16 bytes), the flag.
   const Config r128 = resolve(mla(128, 1));
-  EXPECT_EQ(*r128.tuning.consumer_warpgroups, 2);
-  EXPECT_EQ(*r128.tuning.kv_loads, KvLoads::tma);
-  EXPECT_EQ(*r128.tuning.BM, 64);
-  EXPECT_EQ(*r128.tuning.num_warps, 12);
-  EXPECT_EQ(*r128.tuning.BN, 32);
-  EXPECT_EQ(*r128.tuning.num_kv_stages, 4);
+  EXPECT_EQ(tile_of(r128), (LatentTile{2, KvLoads::tma, 64, 12, 32, 4}));
   const int seesaw_bytes = 64 * 576 * 2 + 4 * 32 * 576 * 2 + 2 * 64 * 32 * 2 + 3 * 2 * 64 * 4 + (4 * 10 + 5) * 8 + 8 + 16;
   EXPECT_EQ(generate(r128).launch.smem_bytes, seesaw_bytes);
   EXPECT_LE(seesaw_bytes, 227 * 1024);
@@ -75,11 +84,7 @@ TEST(LatentDecode, TilesAndSharedMemory) {
   Config paged4 = mla(128, 1);
   paged4.kv_layout.page_size = 4;
   const Config r4 = resolve(paged4);
-  EXPECT_EQ(*r4.tuning.consumer_warpgroups, 2);
-  EXPECT_EQ(*r4.tuning.kv_loads, KvLoads::cp_async);
-  EXPECT_EQ(*r4.tuning.num_warps, 8);
-  EXPECT_EQ(*r4.tuning.BN, 48);
-  EXPECT_EQ(*r4.tuning.num_kv_stages, 2);
+  EXPECT_EQ(tile_of(r4), (LatentTile{2, KvLoads::cp_async, 64, 8, 48, 2}));
   const int wgmma_bytes = 64 * 576 * 2 + 2 * 48 * 576 * 2 + 2 * 48 * 16 + 2 * 64 * 48 * 4 + 16;
   EXPECT_EQ(generate(r4).launch.smem_bytes, wgmma_bytes);
   EXPECT_EQ(readable_name(r4), "fwd_sm90a_bf16_d576v512r64_none_g128_paged4_lse_decode_q1_latent_wgmma_bm64_bn48");
@@ -141,12 +146,7 @@ Config mla_fp8(int heads, int tokens, const char* arch = "sm_90a") {
 TEST(LatentDecode, Fp8CacheTilesAndSharedMemory) {
   // mma.sync warps at every head count; a 32-key tile row is 512 fp8 bytes and 64 bf16.
   const Config r16 = resolve(mla_fp8(16, 1));
-  EXPECT_EQ(*r16.tuning.consumer_warpgroups, 0);
-  EXPECT_EQ(*r16.tuning.kv_loads, KvLoads::cp_async);
-  EXPECT_EQ(*r16.tuning.BM, 16);
-  EXPECT_EQ(*r16.tuning.num_warps, 4);
-  EXPECT_EQ(*r16.tuning.BN, 32);
-  EXPECT_EQ(*r16.tuning.num_kv_stages, 3);
+  EXPECT_EQ(tile_of(r16), (LatentTile{0, KvLoads::cp_async, 16, 4, 32, 3}));
   // Q 16 x 576 (16-bit), three stages of 32 x (512 + 64 x 2) bytes, three row-offset slots,
   // two exchange slots, four slots of 32 per-token K scales, the flag: two CTAs an SM.
   const int want = 16 * 576 * 2 + 3 * 32 * 640 + 3 * 32 * 16 + 2 * 4 * 16 * 32 * 4 + 4 * 32 * 4 + 16;
@@ -154,9 +154,7 @@ TEST(LatentDecode, Fp8CacheTilesAndSharedMemory) {
   EXPECT_EQ(decode::latent_regions({16, 32, 576, 4, 3, 2, false, 64, 1, true}).total, want);
   EXPECT_LE(2 * want, 227 * 1024);
   const Config r128 = resolve(mla_fp8(128, 2));
-  EXPECT_EQ(*r128.tuning.consumer_warpgroups, 0);
-  EXPECT_EQ(*r128.tuning.BM, 32);
-  EXPECT_EQ(*r128.tuning.num_warps, 8);
+  EXPECT_EQ(tile_of(r128), (LatentTile{0, KvLoads::cp_async, 32, 8, 32, 3}));
   // V 256: two warps per row block, each with one 128-column panel of fp8 V.
   Config v256 = mla_fp8(16, 1);
   v256.head_dim.v = 256;

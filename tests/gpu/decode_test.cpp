@@ -44,12 +44,6 @@ struct DecodeCase {
 };
 void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.label; }
 
-// `c` with its per-token K scales laid out like the cache's rows.
-template <class Case>
-Case scales_in_cache(Case c) {
-  c.token_layout = ScaleLayout::cache;
-  return c;
-}
 
 // `c` with its split pass pinned: 0 mma.sync warps, 1 or 2 wgmma warpgroups (sm_90a).
 DecodeCase pinned(DecodeCase c, int warpgroups, int stages = 0) {

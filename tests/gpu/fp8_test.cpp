@@ -34,13 +34,6 @@ struct Fp8Case {
 };
 void PrintTo(const Fp8Case& c, std::ostream* os) { *os << c.label; }
 
-// `c` with its per-token K and V scales laid out like the cache's rows ([batch, seqlen_k,
-// heads_k], ragged [total_k, heads_k]).
-Fp8Case scales_like_cache(Fp8Case c) {
-  c.token_layout = ScaleLayout::cache;
-  return c;
-}
-
 Config fp8_config(const Fp8Case& k) {
   Config c;
   c.arch = current_device().arch();
@@ -155,10 +148,10 @@ const std::vector<Fp8Case>& sm90_fp8_cases() {
        256, 256, 0, {}, Mask::none, 1, true, F},
       {"sm90_e5m2_per_token_k_window_bn64", DType::e5m2, G::none, G::per_token, G::none, DType::fp32, 128, 128, 0, {},
        Mask::sliding_window, 2, false, F, 64},
-      scales_like_cache({"sm90_e4m3_per_token_k_in_cache_varlen_g2", DType::e4m3, G::per_tensor, G::per_token,
-                         G::per_head, DType::fp32, 128, 128, 0, {}, Mask::causal, 2, true, F}),
-      scales_like_cache({"sm90_e4m3_per_token_k_in_cache_d256", DType::e4m3, G::per_token, G::per_token, G::none,
-                         DType::bf16, 256, 256, 0, {}, Mask::none, 1, false, F}),
+      scales_in_cache(Fp8Case{"sm90_e4m3_per_token_k_in_cache_varlen_g2", DType::e4m3, G::per_tensor, G::per_token,
+                              G::per_head, DType::fp32, 128, 128, 0, {}, Mask::causal, 2, true, F}),
+      scales_in_cache(Fp8Case{"sm90_e4m3_per_token_k_in_cache_d256", DType::e4m3, G::per_token, G::per_token,
+                              G::none, DType::bf16, 256, 256, 0, {}, Mask::none, 1, false, F}),
       // MLA prefill: fp8 nope columns beside a bf16 rope part (its k-steps bf16 wgmma into the same
       // accumulator, Q's rope columns divided by the row's scales), per-token and per-tensor Q.
       {"sm90_mla_e4m3_nope_bf16_rope_per_token_q_varlen", DType::e4m3, G::per_token, G::per_head, G::per_tensor,

@@ -38,6 +38,14 @@ struct MatrixCase {
 // gtest prints parameters with this (instead of their bytes), e.g. in ctest's list of tests.
 inline void PrintTo(const MatrixCase& c, std::ostream* os) { *os << c.label; }
 
+// A suite's case `c` (any with a token_layout field) with its per-token K and V scales laid out
+// like the cache's rows (scales.token_layout "cache").
+template <class Case>
+Case scales_in_cache(Case c) {
+  c.token_layout = ScaleLayout::cache;
+  return c;
+}
+
 // The correctness matrix: family x dtype x head dims x mask, with group, ragged batches and
 // layouts varied across the cases.
 std::vector<MatrixCase> correctness_matrix();
