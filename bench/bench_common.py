@@ -167,6 +167,25 @@ def environment(torch, modules):
     return gpu, env
 
 
+def run_report(name, args, measure, markdown, modules):
+    """A prefill benchmark's run: measure(torch, args, gpu, on_point) on the GPU, the JSON report
+    and markdown (markdown(rows, args, env)) written after every point and printed at the end.
+    Returns the exit status: 3 where torch sees no GPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        log(f"{name}: torch sees no GPU")
+        return 3
+    gpu, env = environment(torch, modules)
+
+    def report(rows):
+        text = markdown(rows, args, env)
+        write_outputs(args, {"env": env, "rows": rows}, text)
+        return text
+    print(report(measure(torch, args, gpu, report)))
+    return 0
+
+
 def write_outputs(args, report, text):
     """The JSON report and the markdown page where --json / --markdown name files."""
     if args.json:

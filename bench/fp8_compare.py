@@ -25,8 +25,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import (E4M3_MAX, add_timing_arguments, e4m3_per_tensor, entry_summary,  # noqa: E402
-                          environment, log, measure_library, names, parse_list, rel_error, tflops_table,
-                          write_outputs)
+                          log, measure_library, names, parse_list, rel_error, run_report, tflops_table)
 
 TOKENS, WIDTH = 16384, 2048
 FLASHJIT_CONFIG = None  # --flashjit-config: tuning pinned for flashjit's fp8 calls
@@ -182,12 +181,6 @@ def markdown(rows, args, env):
     return "\n".join(out) + "\n"
 
 
-def write_report(rows, args, env):
-    text = markdown(rows, args, env)
-    write_outputs(args, {"env": env, "rows": rows}, text)
-    return text
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dims", default="128,256")
@@ -205,15 +198,7 @@ def main():
     args.libraries = names(ap, "--libraries", args.libraries, LIBRARIES)
     args.modes = names(ap, "--modes", args.modes, ("idle", "sustained"))
     args.masks = names(ap, "--masks", ",".join(args.masks), ("none", "causal"))
-    import torch
-
-    if not torch.cuda.is_available():
-        log("fp8_compare: torch sees no GPU")
-        return 3
-    gpu, env = environment(torch, ("flashjit", "cudnn"))
-    text = write_report(measure(torch, args, gpu, on_point=lambda rows: write_report(rows, args, env)), args, env)
-    print(text)
-    return 0
+    return run_report("fp8_compare", args, measure, markdown, ("flashjit", "cudnn"))
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import (add_timing_arguments, e4m3_per_tensor, entry_summary, environment, log,  # noqa: E402
-                          measure_library, names, parse_list, rel_error, tflops_table, write_outputs)
+from bench_common import (add_timing_arguments, e4m3_per_tensor, entry_summary, log, measure_library,  # noqa: E402
+                          names, parse_list, rel_error, run_report, tflops_table)
 
 TOKENS, NOPE, ROPE, DV = 16384, 128, 64, 128
 
@@ -144,18 +144,7 @@ def main():
     args.masks = names(ap, "--masks", args.masks, ("none", "causal"))
     args.libraries = names(ap, "--libraries", args.libraries, LIBRARIES)
     args.modes = names(ap, "--modes", args.modes, ("idle", "sustained"))
-    import torch
-
-    if not torch.cuda.is_available():
-        log("mla_prefill_compare: torch sees no GPU")
-        return 2
-    gpu, env = environment(torch, ["flashjit"])
-    rows = measure(torch, args, gpu, lambda rows: write_outputs(args, {"env": env, "rows": rows},
-                                                                  markdown(rows, args, env)))
-    text = markdown(rows, args, env)
-    write_outputs(args, {"env": env, "rows": rows}, text)
-    print(text)
-    return 0
+    return run_report("mla_prefill_compare", args, measure, markdown, ("flashjit",))
 
 
 if __name__ == "__main__":
