@@ -64,6 +64,8 @@ bool tma_loads(const Config& c) { return c.tuning.kv_loads == KvLoads::tma; }
 bool latent_seesaw(const Config& c) { return latent_wgmma(c) && tma_loads(c); }
 constexpr int kSeesawWarps = 12;  // two wgmma warpgroups and a loader warpgroup
 constexpr int kSeesawKeys = 32;   // keys per tile: four stages fit beside Q at 576 columns
+// An fp8 cache's seesaw pass: a loader lane dequantises one key row of its warp's panel.
+constexpr int kSeesawFp8MaxKeys = 32;
 // An fp8 latent cache's ring on mma.sync (tiles of 32 keys, 20 KB at 576 columns).
 constexpr int kFp8LatentStages = 3;
 
@@ -107,13 +109,21 @@ std::optional<std::string> wgmma_target_issue(const ArchInfo& arch) {
 // lands as 128-byte swizzled panels, the layout the passes read; one box takes a page's rows of
 // one panel (pages of at least 8 rows keep the swizzle's 8-row period whole) or, where a tile
 // lies inside one page or the cache is contiguous, the whole tile.
+// A latent cache's boxes are its nope columns (in the cache's type) and its 16-bit rope part;
+// the seesaw pass's loader warpgroup reads an fp8 cache's per-token K scales itself.
 std::optional<std::string> tma_issue(const Config& c, const ArchInfo& arch, int bn) {
   if (!arch.has_wgmma()) return "TMA loads need an sm_90a target (" + arch.name + " has none)";
   const int e = kv_bytes(c);
-  if ((c.head_dim.qk * e) % 128 || (c.head_dim.v * e) % 128)
+  if (shared_kv(c)) {
+    if ((c.head_dim.nope() * e) % 128 || (c.head_dim.rope * 2) % 128)
+      return "TMA boxes fill whole 128-byte panels: the nope columns (" + std::to_string(c.head_dim.nope()) +
+             ") must be a multiple of " + std::to_string(128 / e) + " and the rope part (" +
+             std::to_string(c.head_dim.rope) + ") of 64";
+  } else if ((c.head_dim.qk * e) % 128 || (c.head_dim.v * e) % 128) {
     return "TMA boxes fill whole 128-byte panels: head dims " + std::to_string(c.head_dim.qk) + "/" +
            std::to_string(c.head_dim.v) + " are not multiples of " + std::to_string(128 / e) + " elements";
-  if (c.scales.k == ScaleGranularity::per_token || c.scales.v == ScaleGranularity::per_token)
+  }
+  if (!shared_kv(c) && (c.scales.k == ScaleGranularity::per_token || c.scales.v == ScaleGranularity::per_token))
     return "per-token K and V scales come with the cp_async loads (beside each row's offsets)";
   const int page = c.kv_layout.page_size;
   if (c.kv_layout.paged && page < 8)
@@ -298,9 +308,14 @@ class DecodeFamily final : public KernelFamily {
                                  {"kTmaKv", tma_loads(c) ? "true" : "false"}};
     s.launch.uses_tma = tma_loads(c);
     if (latent) constants.push_back({"kExchangeSlots", std::to_string(exchange_slots(c))});
+    // The GEMMs' element types: the cache's, or bf16 for an fp8 cache's dequantised stages (the
+    // seesaw pass); a rope part of another type multiplies in its own Q K^T steps.
+    const DType math = is_float8(c.dtype.qkv) ? DType::bf16 : c.dtype.qkv;
+    const DType rope = c.dtype.rope.value_or(math);
     s.unit = emit::unit_header(s.name, c) + emit::traits_struct(c, constants) +
-             (wgmma ? "#include \"sm90/wgmma.cuh\"\n\n" +
-                          wgmma::specialisations(c.dtype.qkv, widths)
+             (wgmma ? "#include \"sm90/wgmma.cuh\"\n\n" + wgmma::specialisations(math, widths) +
+                          (latent && c.head_dim.rope > 0 && rope != math ? wgmma::specialisations(rope, {*t.BN})
+                                                                         : std::string())
                     : std::string()) +
              "#include \"" + split_header + "\"\n#include \"decode/combine.cuh\"\n\n" +
              emit::entry_function(s.launch.entry, threads, 1, split_body) +
@@ -368,10 +383,17 @@ class DecodeFamily final : public KernelFamily {
   // of 32 over as many stages as fit (four at 576 columns: 231,040 bytes with Q).
   static void resolve_latent(Config& c, const ArchInfo& arch) {
     Tuning& t = c.tuning;
+    const bool fp8 = is_float8(c.dtype.qkv);
     if (!t.consumer_warpgroups) {
       const bool tile = t.BM.value_or(64) == 64 &&
                         (!t.num_warps || *t.num_warps == 8 || *t.num_warps == kSeesawWarps);  // unless others are named
-      t.consumer_warpgroups = arch.has_wgmma() && tile && packed_rows(c) >= kWgmmaRows && !is_float8(c.dtype.qkv) ? 2 : 0;
+      // An fp8 cache takes the wgmma warpgroups only on the seesaw pass (its bf16 stages): where
+      // TMA loads are named (their rules then name what breaks) or apply to the default tile.
+      const bool fp8_seesaw = t.kv_loads == KvLoads::tma ||
+                              (!t.kv_loads && t.BN.value_or(kSeesawKeys) <= kSeesawFp8MaxKeys &&
+                               t.num_warps.value_or(kSeesawWarps) == kSeesawWarps &&
+                               !tma_issue(c, arch, t.BN.value_or(kSeesawKeys)) && c.head_dim.rope % 64 == 0);
+      t.consumer_warpgroups = arch.has_wgmma() && tile && packed_rows(c) >= kWgmmaRows && (!fp8 || fp8_seesaw) ? 2 : 0;
     }
     const bool wgmma = *t.consumer_warpgroups == 2;
     if (!t.kv_loads) {
@@ -395,9 +417,9 @@ class DecodeFamily final : public KernelFamily {
     }
     if (!t.BN) t.BN = seesaw ? kSeesawKeys : wgmma ? 48 : 32;
     if (!t.num_kv_stages) {
-      const bool fp8 = is_float8(c.dtype.qkv);
+      // The seesaw pass: four stages at 576 columns, three beside an fp8 cache's staging slots.
       int stages = seesaw ? 4 : fp8 ? kFp8LatentStages : 2;
-      while (stages > (fp8 ? 2 : 3) && smem_for(c, *t.BM, *t.BN, *t.num_warps, stages) > arch.max_smem_per_block) --stages;
+      while (stages > (seesaw ? 3 : 2) && smem_for(c, *t.BM, *t.BN, *t.num_warps, stages) > arch.max_smem_per_block) --stages;
       t.num_kv_stages = stages;
     }
     if (!t.splitk_partitions) t.splitk_partitions = 0;
@@ -425,8 +447,10 @@ class DecodeFamily final : public KernelFamily {
     }
     if (cwg != 0 && cwg != 2)
       bad("consumer_warpgroups", cwg, "must be 0 (mma.sync warps) or 2 (two wgmma warpgroups share a 64-row tile)");
-    else if (cwg == 2 && is_float8(c.dtype.qkv))
-      bad("consumer_warpgroups", cwg, "fp8 latent caches run on the mma.sync pass (0): the wgmma passes read 16-bit tiles");
+    else if (cwg == 2 && is_float8(c.dtype.qkv) && !latent_seesaw(c))
+      bad("consumer_warpgroups", cwg,
+          "an fp8 latent cache takes two wgmma warpgroups only with TMA loads (tuning.kv_loads \"tma\": the seesaw pass "
+          "dequantises its tiles into bf16 stages); with cp_async gathers it runs on the mma.sync pass (0)");
     else if (auto target = wgmma_target_issue(arch); cwg == 2 && target)
       bad("consumer_warpgroups", cwg, *target);
     else if (cwg == 2) {
@@ -434,6 +458,8 @@ class DecodeFamily final : public KernelFamily {
       if (latent_seesaw(c)) {
         if (warps != kSeesawWarps) bad("num_warps", warps, "must be 12 with TMA loads (two wgmma warpgroups and a loader warpgroup)");
         if (bn > 64) bad("BN", bn, "must be at most 64 with TMA loads (each warpgroup's P is one tile)");
+        else if (is_float8(c.dtype.qkv) && bn > kSeesawFp8MaxKeys)
+          bad("BN", bn, "must be at most 32 for an fp8 cache with TMA loads (a loader lane dequantises one key row of a tile)");
         if (*t.num_kv_stages < 3)
           bad("num_kv_stages", *t.num_kv_stages, "must be at least 3 with TMA loads: a warpgroup frees its tile only while it works on its next");
       } else if (warps != 8) {

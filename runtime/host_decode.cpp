@@ -99,8 +99,8 @@ class DecodeHost final : public FamilyHost {
     const int box_rows = paged ? std::min(bn, c.kv_layout.page_size) : bn;
     // The latent seesaw pass lands each 64-column panel on its own barrier: boxes of one panel.
     const bool latent = c.kv_layout.shared_kv;
-    auto tensor = [&](const Tensor& t, int dim) {
-      TmaTensor m{t.data, e, 0, dim, a.heads_k, 0, t.row_stride, t.head_stride, t.batch_stride};
+    auto tensor = [&](const Tensor& t, int dim, DType type) {
+      TmaTensor m{t.data, type, 0, dim, a.heads_k, 0, t.row_stride, t.head_stride, t.batch_stride};
       if (paged) {
         m.rows = c.kv_layout.page_size;
         m.batch = std::max(1, a.num_pages);
@@ -110,14 +110,14 @@ class DecodeHost final : public FamilyHost {
       }
       return encode_tma(m, box_rows, box_rows == bn && !latent ? dim / panel : 1);
     };
-    if (c.kv_layout.shared_kv) {  // a latent cache: K's rows (nope, or all columns) and the rope part
+    if (c.kv_layout.shared_kv) {  // a latent cache: K's rows (nope, or all columns) and the rope part, in its own type
       const int rope = c.head_dim.rope;
-      p.tma_k = tensor(a.k, rope > 0 ? c.head_dim.nope() : c.head_dim.qk);
-      if (rope > 0) p.tma_k_rope = tensor(a.k_rope, rope);
+      p.tma_k = tensor(a.k, rope > 0 ? c.head_dim.nope() : c.head_dim.qk, e);
+      if (rope > 0) p.tma_k_rope = tensor(a.k_rope, rope, c.dtype.rope.value_or(e));
       return;
     }
-    p.tma_k = tensor(a.k, c.head_dim.qk);
-    p.tma_v = tensor(a.v, c.head_dim.v);
+    p.tma_k = tensor(a.k, c.head_dim.qk, e);
+    p.tma_v = tensor(a.v, c.head_dim.v, e);
   }
 
   static size_t o_floats(const Config& c, const AttentionParams& p) {

@@ -129,13 +129,19 @@ struct KvOperands<E, QTile, kBN, kDQK, kDV, true> {
   }
 };
 
+// Q's columns in their own order (operands that keep K's columns in place).
+struct NaturalColumns {
+  __device__ __forceinline__ static constexpr int q_column(int s) { return s; }
+};
+
 // Q rows of an fp8 cache's step into the fp16 Q tile, dequantised (row scale) and in the k-slot
 // order of KvOperands::q_column: one thread per 16-column chunk, synchronous (a few rows, once).
 // row_ref(r) gives row r's pointer (null: zero-fill) and scale. The first kCols columns of the
 // tile (all of them unless a 16-bit rope part follows). E is Q's stored type: fp8, or a 16-bit Q
-// beside an fp8 cache (dtype.q), converted to fp16 (bf16 values past fp16's range saturate to
-// infinity there).
-template <class Ops, class QTile, int kThreads, class E, int kCols = QTile::kColCount, class RowRef>
+// beside an fp8 cache (dtype.q), converted to Out: fp16 (bf16 values past fp16's range saturate
+// to infinity there) in Ops's column order, or bf16 (NaturalColumns).
+template <class Ops, class QTile, int kThreads, class E, int kCols = QTile::kColCount, class Out = fp16_t,
+          class RowRef>
 __device__ __forceinline__ void load_q_fp8(u32 smem, const RowRef& row_ref, int tid) {
   static_assert(kCols % 16 == 0 && kCols <= QTile::kColCount, "whole 16-column groups of the tile");
   constexpr int kGroups = kCols / 16, kTotal = QTile::kRowCount * kGroups;
@@ -159,7 +165,7 @@ __device__ __forceinline__ void load_q_fp8(u32 smem, const RowRef& row_ref, int 
         for (int d = 0; d < 16; ++d) f[d] = to_float(E{u16((words[d / 2] >> (16 * (d % 2))) & 0xffff)}) * scale;
       }
 #pragma unroll
-      for (int j = 0; j < 8; ++j) w[j] = pack2<fp16_t>(f[Ops::q_column(2 * j)], f[Ops::q_column(2 * j + 1)]);
+      for (int j = 0; j < 8; ++j) w[j] = pack2<Out>(f[Ops::q_column(2 * j)], f[Ops::q_column(2 * j + 1)]);
     }
 #pragma unroll
     for (int half = 0; half < 2; ++half)

@@ -34,6 +34,16 @@
 // refills it: a warpgroup frees its own tile after its P V, and the other's after its P V of
 // it, while it works on its next tile. Three stages at least: tiles i and i + 1 are both in use
 // while the next is loaded.
+//
+// An fp8 cache (e4m3 or e5m2 nope columns, a 16-bit rope part) runs the same warpgroups on bf16
+// stages: its nope columns land by TMA in staging slots of their own, two tiles ahead, and the
+// loader warpgroup's four warps dequantise them into the stage (each its 128-column panel: the
+// value times its key's scale, per token, per block of columns, per head or per tensor, rounded
+// to bf16, whose range holds any product), arriving on the panels' full barriers as TMA would;
+// the rope panels land in the stage by TMA. Q's nope columns are dequantised into bf16 as they
+// are loaded. Both GEMMs then read bf16 as for a 16-bit cache, and no scale is left for S or O
+// (FlashMLA's fp8 decode dequantises its tiles in shared memory the same way). Rows past the
+// cache end are written as zeros there.
 #pragma once
 
 #include "common/params.cuh"
@@ -47,32 +57,45 @@
 
 namespace flashjit::decode {
 
+// The element type the GEMMs read for the nope and V columns: an fp8 cache's dequantised to bf16.
+template <class E, bool kFp8> struct SeesawMath { using type = E; };
+template <class E> struct SeesawMath<E, true> { using type = bf16_t; };
+
 template <class T>
 struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   using Base = LatentRing<LatentSeesaw<T>, T>;
   using Base::m0, Base::rows, Base::tid, Base::warp, Base::lane, Base::n_begin, Base::n_end,
       Base::n_unmasked_lo, Base::n_unmasked_hi, Base::p, Base::smem, Base::smem_base, Base::token_of, Base::head_of,
       Base::bad_page_flag, Base::kBM, Base::kBN, Base::kWarps, Base::kDQK, Base::kDV, Base::kDN, Base::kDR,
-      Base::kStages, Base::kR, Base::kBoxRows, Base::kBoxes, Base::hk, Base::kv;
+      Base::kStages, Base::kR, Base::kBoxRows, Base::kBoxes, Base::hk, Base::kv, Base::kFp8, Base::b, Base::seq,
+      Base::scales;
   using typename Base::E;
+  using ME = typename SeesawMath<E, kFp8>::type;  // the nope columns', V's and P's type in the GEMMs
+  using RE = typename T::RopeElement;
   using KTile = typename Base::KTile;
   static constexpr int kVCols = kDV / 2;  // O columns of each warpgroup
   static constexpr int kSRegs = kBN / 2, kORegs = kVCols / 2, kPSteps = kBN / 16, kPWords = 4 * kPSteps;
   static constexpr int kQkSteps = kDQK / 16;
   static constexpr int kConsumers = 256;                  // two warpgroups
   static constexpr int kLoaderWarp = 8;                  // the first warp of warpgroup 2
-  static constexpr int kLoaderRegs = 40, kConsumerRegs = 232;
+  // An fp8 cache's loader warpgroup dequantises as well: eight registers more for it (its values
+  // from before the split then fit it without spilling), eight fewer for the consumers.
+  static constexpr int kLoaderRegs = kFp8 ? 48 : 40, kConsumerRegs = kFp8 ? 224 : 232;
   // Named barriers (0 is __syncthreads): each warpgroup's own (1, 2), both warpgroups' (3).
   static constexpr u32 kWarpgroupBarrier = 1, kConsumersBarrier = 3;
   static constexpr int kKPanels = (kDR > 0 ? kDN : kDQK) / 64;  // panels of p.k's rows
   static constexpr int kRopePanels = kDR / 64;                  // panels of p.k_rope's rows
   static constexpr int kPanels = kKPanels + kRopePanels;        // a tile's panels, each its own barrier
   static constexpr u32 kPanelBytes = u32(kBN) * 128;
+  // An fp8 cache's staging slots: 128-column panels of its nope columns, one per loader warp.
+  static constexpr int kStaging = kFp8 ? kSeesawStagingStages : 0;
+  static constexpr int kStagedPanels = kFp8 ? kDN / 128 : 0;
   static constexpr float kRescaleLog2 = 8.f;  // a row's max moves when exceeded by more than this
   using Softmax = sm90::OnlineSoftmax<kBN>;   // its layout helpers; the statistics are kept here
 
   static_assert(T::kTmaKv, "the seesaw pass loads its tiles by TMA");
-  static_assert(!Base::kFp8, "16-bit latent tiles (fp8 caches take the mma.sync pass)");
+  static_assert(!kFp8 || (kDN % 128 == 0 && kStagedPanels <= 4 && kBN <= 32 && kR.staging_offset % 1024 == 0),
+                "fp8 nope columns: whole 128-column panels, one per loader warp, a key row per lane");
   static_assert(kBM == 64 && kWarps == 12, "two warpgroups share a 64-row tile, and a third loads");
   static_assert(kLoaderRegs * 128 + kConsumerRegs * kConsumers <= 65536, "the register file");
   static_assert(kStages >= 3, "tiles i and i + 1 are both in use while the next one loads");
@@ -101,6 +124,13 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   __device__ __forceinline__ u32 ready(int w) const { return barrier(kStages * (kPanels + 1) + w); }
   __device__ __forceinline__ u32 freed(int w) const { return barrier(kStages * (kPanels + 1) + 2 + w); }
   __device__ __forceinline__ u32 sums_ready() const { return barrier(kStages * (kPanels + 1) + 4); }
+  // An fp8 cache's staging slot f: its nope columns have landed (staged), the loader warpgroup has
+  // read them (drained).
+  __device__ __forceinline__ u32 staged(int f) const { return barrier(kStages * (kPanels + 1) + 5 + f); }
+  __device__ __forceinline__ u32 drained(int f) const { return barrier(kStages * (kPanels + 1) + 5 + kStaging + f); }
+  __device__ __forceinline__ u32 staging_base(int f) const {
+    return smem_base + kR.staging_offset + f * kR.staging_stage_bytes;
+  }
   enum Stat { kMax = 0, kFactor = 1, kSum = 2 };
   __device__ __forceinline__ float* stat(Stat kind, int slot) const {
     return reinterpret_cast<float*>(smem + kR.stats_offset) + (2 * kind + slot) * kBM;
@@ -148,6 +178,114 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
     }
   }
 
+  // ---- an fp8 cache's loader warpgroup ---------------------------------------------------------
+  // Tile i's fp8 nope columns into staging slot i % kStaging (warp 8: lane l the box of page l,
+  // one per 128-column panel, all on staged[]).
+  __device__ __forceinline__ void stage_nope(int i, int entry, u64 policy) const {
+    const int n = n_begin + i, f = i % kStaging;
+    if (lane == 0) sm90::mbar_arrive_expect_tx(staged(f), u32(kBN) * kDN);
+    __syncwarp();
+    if (lane < kBoxes) {
+      int row, outer;
+      this->box_place(n, entry, row, outer);
+      const u32 dst = staging_base(f) + lane * kBoxRows * 128;
+#pragma unroll
+      for (int c = 0; c < kStagedPanels; ++c)
+        sm90::tma_load_5d(dst + c * kBN * 128, &p.tma_k, staged(f), 0, row, c, hk, outer, policy);
+    }
+  }
+
+  // Tile n's rope panels straight into stage s (warp 8), each on its full barrier.
+  __device__ __forceinline__ void load_rope(int n, int s, int entry, u64 policy) const {
+    if (lane < kRopePanels) sm90::mbar_arrive_expect_tx(full(s, kKPanels + lane), kPanelBytes);
+    __syncwarp();
+    if (lane < kBoxes) {
+      int row, outer;
+      this->box_place(n, entry, row, outer);
+      const u32 dst = stage_base(s) + lane * kBoxRows * 128;
+#pragma unroll
+      for (int c = 0; c < kRopePanels; ++c)
+        sm90::tma_load_5d(dst + (kKPanels + c) * kBN * 128, &p.tma_k_rope, full(s, kKPanels + c), 0, row, c, hk,
+                          outer, policy);
+    }
+  }
+
+  // The K scale of loader lane `lane`'s key row of tile n in warp lw's panel (its block of
+  // columns): 0 past the cache end, whose rows are then written as zeros.
+  __device__ __forceinline__ float key_scale(int n, int lw) const {
+    const int key = n * kBN + lane, block = lw * 128 / (kDN / Base::kKeyBlocks);
+    return lane < kBN && key < kv.seqlen_k ? scales.key(kv, b, hk, seq.k_start, key, block) : 0.f;
+  }
+
+  // Loader warp lw's panel of staged tile i (slot f) into stage s: the 128 fp8 columns
+  // [128 lw, 128 lw + 128) of key row `lane`, each value times the row's scale, as bf16: the
+  // row's eight 16-column chunks of two 64-column panels of the stage (both layouts 128-byte
+  // swizzled, so the eight rows of a quarter warp meet no bank twice). Both 64-column panels
+  // are then full (32 arrivals each).
+  __device__ __forceinline__ void dequantise(int f, int s, int lw, float scale) const {
+    constexpr float kWiden = SameType<E, e4m3_t>::value ? 256.f : 1.f;  // widen2's 2^-8 for e4m3
+    // The row's 128 bytes start on 128 (panels on 1 KB), so its chunk c lies at (start | x) ^ c.
+    const u32 x = u32(lane % 8) << 4;
+    const u32 src = (smem_base + kR.staging_offset + f * kR.staging_stage_bytes + lw * (kBN * 128) + lane * 128) | x;
+    const u32 dst = (stage_base(s) + 2 * lw * (kBN * 128) + lane * 128) | x;
+    const float factor = scale * kWiden;
+    if (lane < kBN) {
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        u32 words[4];
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(words[0]), "=r"(words[1]), "=r"(words[2]), "=r"(words[3])
+                     : "r"(src ^ (u32(c) << 4)));
+        u32 w[8];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const u32 lo = widen2<E, 0x1404>(words[q]), hi = widen2<E, 0x3424>(words[q]);
+          w[2 * q] = pack2<bf16_t>(to_float(fp16_t{u16(lo)}) * factor, to_float(fp16_t{u16(lo >> 16)}) * factor);
+          w[2 * q + 1] = pack2<bf16_t>(to_float(fp16_t{u16(hi)}) * factor, to_float(fp16_t{u16(hi >> 16)}) * factor);
+          if (scale == 0.f) w[2 * q] = w[2 * q + 1] = 0u;  // past the end: zeros, whatever the bytes
+        }
+        // Chunks 2 (c % 4) and 2 (c % 4) + 1 of the stage's 64-column panel c / 4 of the two.
+        const u32 half = c / 4 * (kBN * 128);
+        sm80::st_shared_16((dst ^ (u32(2 * (c % 4)) << 4)) + half, w[0], w[1], w[2], w[3]);
+        sm80::st_shared_16((dst ^ (u32(2 * (c % 4) + 1) << 4)) + half, w[4], w[5], w[6], w[7]);
+      }
+    }
+    sm90::fence_proxy_async_shared();  // for wgmma's reads through the async proxy
+    sm90::mbar_arrive(full(s, 2 * lw));
+    sm90::mbar_arrive(full(s, 2 * lw + 1));
+  }
+
+  // The loader warpgroup of an fp8 cache: warp 8 keeps two tiles' nope columns in flight to the
+  // staging slots and loads each tile's rope panels into its stage once both warpgroups have freed
+  // it; then every warp dequantises its panel of the tile into the stage and frees the slot.
+  __device__ __forceinline__ void load_and_dequantise() {
+    static_assert(kStaging == 2, "two staging slots (their page-table entries below)");
+    const int count = tile_count(), lw = warp - kLoaderWarp;
+    const u64 policy = int(gridDim.y) > p.heads_k ? sm90::policy_evict_last() : sm90::policy_evict_first();
+    int entry0 = -1, entry1 = -1;  // warp 8, lanes below kBoxes: the staged tiles' entries
+    if (lw == 0) {
+      if (count > 0) stage_nope(0, entry0 = this->box_entry(n_begin), policy);
+      if (count > 1) stage_nope(1, entry1 = this->box_entry(n_begin + 1), policy);
+    }
+#pragma unroll 1
+    for (int i = 0; i < count; ++i) {
+      const int n = n_begin + i, s = i % kStages, f = i % kStaging;
+      const float scale = lw < kStagedPanels ? key_scale(n, lw) : 0.f;  // in flight through the waits below
+      if (i >= kStages) sm90::mbar_wait(empty(s), u32(i / kStages - 1) & 1u);
+      if (lw == 0) load_rope(n, s, f ? entry1 : entry0, policy);
+      sm90::mbar_wait(staged(f), u32(i / kStaging) & 1u);
+      if (lw < kStagedPanels) dequantise(f, s, lw, scale);
+      sm90::mbar_arrive(drained(f));
+      if (lw == 0 && i + kStaging < count) {
+        sm90::mbar_wait(drained(f), u32(i / kStaging) & 1u);
+        const int e = this->box_entry(n + kStaging);
+        if (f) entry1 = e;
+        else entry0 = e;
+        stage_nope(i + kStaging, e, policy);
+      }
+    }
+  }
+
   // ---- the warpgroups' math ------------------------------------------------------------------
   // S = Q K^T of the tile in stage s, each panel's k-steps once the panel has landed (phase:
   // the stage's fill parity; `landed`: every panel is known to have).
@@ -162,8 +300,10 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
         wgmma_fence();  // after the wait's branches, so that ptxas need not inject one
       }
       const u32 at = (step % 4) * 32;
-      Wgmma<E, kBN>::ss(s_acc, make_desc(q + (step / 4) * (kBM * 128) + at, 16, 1024),
-                        make_desc(k + (step / 4) * (kBN * 128) + at, 16, 1024), step > 0 ? 1 : 0);
+      const u64 qd = make_desc(q + (step / 4) * (kBM * 128) + at, 16, 1024);
+      const u64 kd = make_desc(k + (step / 4) * (kBN * 128) + at, 16, 1024);
+      if (step / 4 < kKPanels) Wgmma<ME, kBN>::ss(s_acc, qd, kd, step > 0 ? 1 : 0);
+      else Wgmma<RE, kBN>::ss(s_acc, qd, kd, 1);  // the rope part, in its own type
     }
     wgmma_commit();
   }
@@ -175,7 +315,7 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kPSteps; ++kk)
-      Wgmma<E, kVCols>::rs(o, pf[kk], make_desc(v + kk * (16 * 128), kBN * 128, 1024), 1);
+      Wgmma<ME, kVCols>::rs(o, pf[kk], make_desc(v + kk * (16 * 128), kBN * 128, 1024), 1);
     wgmma_commit();
   }
 
@@ -234,7 +374,7 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
     if (partial) {  // every V panel has landed before its rows past the end are cleared
 #pragma unroll 1
       for (int c = 0; c < kPanels; ++c) mbar_wait(full(s, c), phase);
-      clear_rows_past_end(n, s);
+      if constexpr (!kFp8) clear_rows_past_end(n, s);  // an fp8 cache's loader wrote them as zeros
     }
     issue_qk(s, phase, partial);
     if constexpr (kOther) {
@@ -270,7 +410,7 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
       tile_sum[(r >> 1) & 1] += s_acc[r];
     }
     u32 pf[kPSteps][4];
-    Softmax::template pack_probabilities<E>(s_acc, pf);
+    Softmax::template pack_probabilities<ME>(s_acc, pf);
 
     // Publish P, the max and the factor once the other warpgroup has read this slot's last ones.
     if (i >= 2) mbar_wait(freed(wg), u32((i - 2) / 2) & 1u);
@@ -356,8 +496,12 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
       *bad_page_flag() = 0;
 #pragma unroll 1
       for (int s = 0; s < kStages; ++s) {
-        for (int c = 0; c < kPanels; ++c) sm90::mbar_init(full(s, c), 1);
+        for (int c = 0; c < kPanels; ++c) sm90::mbar_init(full(s, c), kFp8 && c < kKPanels ? 32 : 1);
         sm90::mbar_init(empty(s), kConsumers);
+      }
+      for (int f = 0; f < kStaging; ++f) {
+        sm90::mbar_init(staged(f), 1);
+        sm90::mbar_init(drained(f), 128);
       }
       for (int w = 0; w < 2; ++w) {
         sm90::mbar_init(ready(w), 128);
@@ -369,7 +513,8 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
     __syncthreads();  // the barriers exist, the flag is clear
     if (wg == 2) {
       sm90::regs_decrease<kLoaderRegs>();
-      if (warp == kLoaderWarp) load_tiles();
+      if constexpr (kFp8) load_and_dequantise();
+      else if (warp == kLoaderWarp) load_tiles();
       return;
     }
     sm90::regs_increase<kConsumerRegs>();

@@ -144,7 +144,7 @@ Config mla_fp8(int heads, int tokens, const char* arch = "sm_90a") {
 }
 
 TEST(LatentDecode, Fp8CacheTilesAndSharedMemory) {
-  // mma.sync warps at every head count; a 32-key tile row is 512 fp8 bytes and 64 bf16.
+  // mma.sync warps below 64 packed rows; a 32-key tile row is 512 fp8 bytes and 64 bf16.
   const Config r16 = resolve(mla_fp8(16, 1));
   EXPECT_EQ(tile_of(r16), (LatentTile{0, KvLoads::cp_async, 16, 4, 32, 3}));
   // Q 16 x 576 (16-bit), three stages of 32 x (512 + 64 x 2) bytes, three row-offset slots,
@@ -153,8 +153,27 @@ TEST(LatentDecode, Fp8CacheTilesAndSharedMemory) {
   EXPECT_EQ(generate(r16).launch.smem_bytes, want);
   EXPECT_EQ(decode::latent_regions({16, 32, 576, 4, 3, 2, false, 64, 1, true}).total, want);
   EXPECT_LE(2 * want, 227 * 1024);
+  // From 64 packed rows on sm_90a: the seesaw pass on bf16 stages. Q 64 x 576 (bf16), three
+  // stages of 32 x 576 bf16 (the nope columns dequantised there), two staging slots of 32 x 512
+  // fp8 bytes, the P slots and statistics, 39 mbarriers (a full barrier per stage and 64-column
+  // panel, an empty one per stage, five more, staged and drained per slot; padded to 16 bytes),
+  // the flag.
   const Config r128 = resolve(mla_fp8(128, 2));
-  EXPECT_EQ(tile_of(r128), (LatentTile{0, KvLoads::cp_async, 32, 8, 32, 3}));
+  EXPECT_EQ(tile_of(r128), (LatentTile{2, KvLoads::tma, 64, 12, 32, 3}));
+  const int seesaw = 64 * 576 * 2 + 3 * 32 * 576 * 2 + 2 * 32 * 512 + 2 * 64 * 32 * 2 + 3 * 2 * 64 * 4 + 39 * 8 + 8 + 16;
+  EXPECT_EQ(generate(r128).launch.smem_bytes, seesaw);
+  EXPECT_LE(seesaw, 227 * 1024);
+  EXPECT_EQ(tile_of(resolve(mla_fp8(64, 1))), (LatentTile{2, KvLoads::tma, 64, 12, 32, 3}));
+  EXPECT_EQ(*resolve(mla_fp8(32, 1)).tuning.consumer_warpgroups, 0);
+  // Gathers named, pages below a TMA box's 8 rows, or other targets: the mma.sync pass.
+  Config gathers = mla_fp8(128, 2);
+  gathers.tuning.kv_loads = KvLoads::cp_async;
+  EXPECT_EQ(tile_of(resolve(gathers)), (LatentTile{0, KvLoads::cp_async, 32, 8, 32, 3}));
+  Config page4 = mla_fp8(128, 1);
+  page4.kv_layout.page_size = 4;
+  EXPECT_EQ(*resolve(page4).tuning.consumer_warpgroups, 0);
+  EXPECT_EQ(*resolve(mla_fp8(128, 1, "sm_80")).tuning.consumer_warpgroups, 0);
+  EXPECT_EQ(*resolve(mla_fp8(128, 1, "sm_100a")).tuning.consumer_warpgroups, 0);
   // V 256: two warps per row block, each with one 128-column panel of fp8 V.
   Config v256 = mla_fp8(16, 1);
   v256.head_dim.v = 256;
@@ -327,11 +346,20 @@ TEST(LatentDecode, RulesNameTheField) {
   c.scales.v = ScaleGranularity::per_tensor;  // V takes K's scale
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"scales.v"});
   c = mla_fp8(128, 1);
-  c.tuning.consumer_warpgroups = 2;  // the wgmma passes read 16-bit tiles
+  c.tuning.consumer_warpgroups = 2;  // wgmma reads an fp8 cache only from the seesaw pass's bf16 stages
+  c.tuning.kv_loads = KvLoads::cp_async;
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.consumer_warpgroups"});
   c = mla_fp8(128, 1);
-  c.tuning.kv_loads = KvLoads::tma;
+  c.tuning.consumer_warpgroups = 0;
+  c.tuning.kv_loads = KvLoads::tma;  // the mma.sync pass gathers
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.kv_loads"});
+  c = mla_fp8(128, 1);
+  c.tuning.kv_loads = KvLoads::tma;
+  c.tuning.BN = 64;  // a loader lane dequantises one key row
+  EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.BN"});
+  c = mla_fp8(128, 1);
+  c.tuning.kv_loads = KvLoads::tma;
+  EXPECT_TRUE(check_config(c).empty());
   c = mla_fp8(16, 1);
   c.head_dim.v = 256;
   c.tuning.num_warps = 4;  // four warps of 64 fp8 V columns: half panels
@@ -472,7 +500,9 @@ TEST(LatentDecode, DefaultTilesCompileWithoutSpills) {
                         Case{128, 2, 64, 64, Mask::causal, false, "sm_90a", 512, false, true},
                         Case{32, 4, 0, 64, Mask::causal, true, "sm_80", 512, false, true},
                         Case{16, 1, 16, 64, Mask::sliding_window, false, "sm_100a", 256, false, true},
-                        Case{16, 1, 1, 64, Mask::none, false, "sm_89", 512, false, true}}) {
+                        Case{16, 1, 1, 64, Mask::none, false, "sm_89", 512, false, true},
+                        Case{64, 1, 0, 64, Mask::none, true, "sm_90a", 512, false, true},
+                        Case{128, 1, 8, 64, Mask::sliding_window, false, "sm_90a", 256, false, true}}) {
     Config c = k.fp8 ? mla_fp8(k.heads, k.tokens, k.arch) : mla(k.heads, k.tokens, k.arch);
     if (!k.page) c.kv_layout = {false, 0, true};
     else c.kv_layout.page_size = k.page;

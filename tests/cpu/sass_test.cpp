@@ -201,11 +201,13 @@ TEST_F(Sass, LatentSeesawPassLoadsByTma) {
   EXPECT_EQ(count(sass, "HMMA."), 0u);
 }
 
-// An fp8 latent cache (e4m3 nope, bf16 rope) on the mma.sync pass: fp16 HMMA for the widened
-// nope columns and P V, bf16 HMMA for the rope part, cp.async gathers; no HGMMA, no fp8 MMA.
+// An fp8 latent cache (e4m3 nope, bf16 rope) on the mma.sync pass (16 heads, or gathers named):
+// fp16 HMMA for the widened nope columns and P V, bf16 HMMA for the rope part, cp.async gathers;
+// no HGMMA, no fp8 MMA.
 TEST_F(Sass, LatentFp8CacheWidensToFp16Hmma) {
   for (int heads : {16, 128}) {
     Config c;
+    c.tuning.kv_loads = KvLoads::cp_async;
     c.arch = "sm_90a";
     c.dtype = {DType::e4m3, DType::bf16, DType::bf16, DType::fp32};
     c.scales = {ScaleGranularity::per_tensor, ScaleGranularity::per_token, ScaleGranularity::none};
@@ -219,6 +221,27 @@ TEST_F(Sass, LatentFp8CacheWidensToFp16Hmma) {
     EXPECT_EQ(count(sass, "HGMMA"), 0u) << heads;
     EXPECT_EQ(count(sass, ".E4M3"), 0u) << heads;
   }
+}
+
+// An fp8 latent cache at 128 heads on sm_90a: the seesaw pass, its stages bf16 (the loader
+// warpgroup dequantises the fp8 tiles into them), so both GEMMs are bf16 HGMMA; the tiles arrive
+// by TMA; no HMMA, no fp8 MMA.
+TEST_F(Sass, LatentFp8SeesawDequantisesIntoBf16Stages) {
+  Config c;
+  c.arch = "sm_90a";
+  c.dtype = {DType::e4m3, DType::bf16, DType::bf16, DType::fp32};
+  c.scales = {ScaleGranularity::per_tensor, ScaleGranularity::per_token, ScaleGranularity::none};
+  c.head_dim = {576, 512, 64};
+  c.group = 128;
+  c.kv_layout = {true, 64, true};
+  const Config r = resolve(c);
+  ASSERT_EQ(*r.tuning.kv_loads, KvLoads::tma);
+  const std::string sass = disassemble(compile(generate(r)).cubin);
+  EXPECT_GT(count(sass, "HGMMA.64x32x16.F32.BF16"), 0u) << "Q·Kᵀ";
+  EXPECT_GT(count(sass, "HGMMA.64x256x16.F32.BF16"), 0u) << "P·V";
+  EXPECT_GT(count(sass, "UTMALDG"), 0u);
+  EXPECT_EQ(count(sass, "HMMA."), 0u);
+  EXPECT_EQ(count(sass, "QGMMA"), 0u);
 }
 
 // A 16-token causal bf16 d128 step on sm_90a with `group` query heads per KV head, paged.

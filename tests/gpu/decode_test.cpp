@@ -316,6 +316,12 @@ LatentCase fp8_latent(LatentCase c, ScaleGranularity q, ScaleGranularity k, std:
   return c;
 }
 
+// `c` pinned to TMA loads: the seesaw pass (sm_90a).
+LatentCase seesaw(LatentCase c) {
+  c.loads = KvLoads::tma;
+  return c;
+}
+
 // The decode step a latent case runs: its dtype, group, tokens, cache and splits.
 DecodeCase step_of(const LatentCase& k) {
   return {k.label, k.dtype, k.qk, k.group, k.tokens, k.page, k.mask, k.varlen, k.splits};
@@ -396,8 +402,8 @@ const std::vector<LatentCase>& latent_cases() {
       // dequantised with K's scales; every K scale granularity, per-token scales in fp32 and bf16.
       fp8_latent({"mla_e4m3_g16_q1_page64_per_token", DType::e4m3, 576, 512, 64, 16, 1, 64, Mask::none, false, 0},
                  G::per_tensor, G::per_token, DType::fp32),
-      fp8_latent({"mla_e4m3_g128_q2_page64_causal_per_token_bf16", DType::e4m3, 576, 512, 64, 128, 2, 64, Mask::causal,
-                  false, 0},
+      fp8_latent({"mla_e4m3_g128_q2_page64_causal_per_token_bf16_mma_sync", DType::e4m3, 576, 512, 64, 128, 2, 64,
+                  Mask::causal, false, 0, 1, 0, 0, 0, 0},
                  G::per_token, G::per_token, DType::bf16),
       fp8_latent({"mla_e4m3_g32_q1_page16_seven_splits_per_tensor", DType::e4m3, 576, 512, 64, 32, 1, 16, Mask::none,
                   false, 7},
@@ -449,6 +455,32 @@ const std::vector<LatentCase>& latent_cases() {
       in_blocks(fp8_latent({"mla_e4m3_g16_q3_contiguous_causal_varlen_per_block_k", DType::e4m3, 576, 512, 64, 16, 3,
                             0, Mask::causal, true, 0},
                            G::per_tensor, G::per_token, DType::fp32)),
+      // fp8 caches on the seesaw pass (TMA loads, sm_90a's default from 64 packed rows): the nope
+      // columns dequantised into bf16 stages by the loader warpgroup, every K scale granularity
+      // and layout, e4m3 and e5m2, fp8 and bf16 Q, a bf16 and an fp16 rope part, paged (8, 16,
+      // 64) and contiguous, splits, windows, V 256.
+      seesaw(fp8_latent({"mla_seesaw_e4m3_g128_q1_page64_per_token", DType::e4m3, 576, 512, 64, 128, 1, 64,
+                         Mask::none, false, 0},
+                        G::per_token, G::per_token, DType::fp32)),
+      seesaw(fp8_latent({"mla_seesaw_e5m2_g64_q2_page16_causal_per_head", DType::e5m2, 576, 512, 64, 64, 2, 16,
+                         Mask::causal, false, 0},
+                        G::per_head, G::per_head)),
+      seesaw(in_blocks(with_q(fp8_latent({"mla_seesaw_e4m3_bf16_q_g128_q1_page64_per_block_k", DType::e4m3, 576, 512,
+                                          64, 128, 1, 64, Mask::none, false, 0},
+                                         G::none, G::per_token, DType::fp32),
+                              DType::bf16))),
+      seesaw(fp8_latent({"mla_seesaw_e4m3_g64_q1_contiguous_varlen_seven_splits_unscaled", DType::e4m3, 576, 512, 64,
+                         64, 1, 0, Mask::none, true, 7},
+                        G::none, G::none)),
+      seesaw(fp8_latent({"mla_seesaw_e4m3_g64_q1_page64_per_tensor_fp16_rope", DType::e4m3, 576, 512, 64, 64, 1, 64,
+                         Mask::none, false, 0},
+                        G::per_tensor, G::per_tensor, std::nullopt, DType::fp16)),
+      seesaw(scales_in_cache(fp8_latent({"mla_seesaw_e4m3_g128_q2_page8_window_per_token_k_in_cache_bf16", DType::e4m3,
+                                         576, 512, 64, 128, 2, 8, Mask::sliding_window, false, 0},
+                                        G::per_tensor, G::per_token, DType::bf16))),
+      seesaw(fp8_latent({"latent_seesaw_e4m3_v256_g64_q1_page64_per_token", DType::e4m3, 576, 256, 64, 64, 1, 64,
+                         Mask::none, false, 0, 2},
+                        G::per_token, G::per_token, DType::fp32)),
       // Prefill chunks against the cache (absorbed MLA): tens to a hundred causal tokens per
       // sequence, on each pass (the seesaw pass by default on sm_90a at pages of 16 and 64).
       {"mla_prefill_bf16_g16_q100_page64_causal", DType::bf16, 576, 512, 64, 16, 100, 64, Mask::causal, false, 0},
