@@ -162,20 +162,26 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
       if (i >= kStages) sm90::mbar_wait(empty(s), u32(i / kStages - 1) & 1u);
       if (lane < kPanels) sm90::mbar_arrive_expect_tx(full(s, lane), kPanelBytes);
       __syncwarp();
-      if (lane < kBoxes) {
-        int row, outer;
-        this->box_place(n, entry, row, outer);
-        const u32 dst = stage_base(s) + lane * kBoxRows * 128;
-#pragma unroll
-        for (int c = 0; c < kKPanels; ++c)
-          sm90::tma_load_5d(dst + c * kBN * 128, &p.tma_k, full(s, c), 0, row, c, hk, outer, policy);
-#pragma unroll
-        for (int c = 0; c < kRopePanels; ++c)
-          sm90::tma_load_5d(dst + (kKPanels + c) * kBN * 128, &p.tma_k_rope, full(s, kKPanels + c), 0, row, c, hk,
-                            outer, policy);
-      }
+      load_boxes<0, kKPanels>(n, entry, stage_base(s), &p.tma_k, [&](int c) { return full(s, c); }, policy);
+      load_boxes<kKPanels, kRopePanels>(n, entry, stage_base(s), &p.tma_k_rope,
+                                        [&](int c) { return full(s, kKPanels + c); }, policy);
       entry = next;
     }
+  }
+
+  // Lane l's box of tile n (page l's rows, or the whole tile where it lies in one page or the
+  // cache is contiguous) of the panels [0, kCount) of tensor map `map`: panel c to the tile at
+  // `dst` as its panel kAt + c, completing barrier bar(c).
+  template <int kAt, int kCount, class Bar>
+  __device__ __forceinline__ void load_boxes(int n, int entry, u32 dst, const void* map, const Bar& bar,
+                                             u64 policy) const {
+    if (lane >= kBoxes) return;
+    int row, outer;
+    this->box_place(n, entry, row, outer);
+    dst += lane * kBoxRows * 128;
+#pragma unroll
+    for (int c = 0; c < kCount; ++c)
+      sm90::tma_load_5d(dst + (kAt + c) * kBN * 128, map, bar(c), 0, row, c, hk, outer, policy);
   }
 
   // ---- an fp8 cache's loader warpgroup ---------------------------------------------------------
@@ -185,29 +191,15 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
     const int n = n_begin + i, f = i % kStaging;
     if (lane == 0) sm90::mbar_arrive_expect_tx(staged(f), u32(kBN) * kDN);
     __syncwarp();
-    if (lane < kBoxes) {
-      int row, outer;
-      this->box_place(n, entry, row, outer);
-      const u32 dst = staging_base(f) + lane * kBoxRows * 128;
-#pragma unroll
-      for (int c = 0; c < kStagedPanels; ++c)
-        sm90::tma_load_5d(dst + c * kBN * 128, &p.tma_k, staged(f), 0, row, c, hk, outer, policy);
-    }
+    load_boxes<0, kStagedPanels>(n, entry, staging_base(f), &p.tma_k, [&](int) { return staged(f); }, policy);
   }
 
   // Tile n's rope panels straight into stage s (warp 8), each on its full barrier.
   __device__ __forceinline__ void load_rope(int n, int s, int entry, u64 policy) const {
     if (lane < kRopePanels) sm90::mbar_arrive_expect_tx(full(s, kKPanels + lane), kPanelBytes);
     __syncwarp();
-    if (lane < kBoxes) {
-      int row, outer;
-      this->box_place(n, entry, row, outer);
-      const u32 dst = stage_base(s) + lane * kBoxRows * 128;
-#pragma unroll
-      for (int c = 0; c < kRopePanels; ++c)
-        sm90::tma_load_5d(dst + (kKPanels + c) * kBN * 128, &p.tma_k_rope, full(s, kKPanels + c), 0, row, c, hk,
-                          outer, policy);
-    }
+    load_boxes<kKPanels, kRopePanels>(n, entry, stage_base(s), &p.tma_k_rope,
+                                      [&](int c) { return full(s, kKPanels + c); }, policy);
   }
 
   // The K scale of loader lane `lane`'s key row of tile n in warp lw's panel (its block of
