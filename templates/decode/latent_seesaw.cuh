@@ -228,13 +228,13 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
         asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                      : "=r"(words[0]), "=r"(words[1]), "=r"(words[2]), "=r"(words[3])
                      : "r"(src ^ (u32(c) << 4)));
+        if (scale == 0.f) words[0] = words[1] = words[2] = words[3] = 0u;  // past the end: zeros, whatever the bytes
         u32 w[8];
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           const u32 lo = widen2<E, 0x1404>(words[q]), hi = widen2<E, 0x3424>(words[q]);
           w[2 * q] = pack2<bf16_t>(to_float(fp16_t{u16(lo)}) * factor, to_float(fp16_t{u16(lo >> 16)}) * factor);
           w[2 * q + 1] = pack2<bf16_t>(to_float(fp16_t{u16(hi)}) * factor, to_float(fp16_t{u16(hi >> 16)}) * factor);
-          if (scale == 0.f) w[2 * q] = w[2 * q + 1] = 0u;  // past the end: zeros, whatever the bytes
         }
         // Chunks 2 (c % 4) and 2 (c % 4) + 1 of the stage's 64-column panel c / 4 of the two.
         const u32 half = c / 4 * (kBN * 128);
