@@ -145,32 +145,50 @@ template <class Ops, class QTile, int kThreads, class E, int kCols = QTile::kCol
 __device__ __forceinline__ void load_q_fp8(u32 smem, const RowRef& row_ref, int tid) {
   static_assert(kCols % 16 == 0 && kCols <= QTile::kColCount, "whole 16-column groups of the tile");
   constexpr int kGroups = kCols / 16, kTotal = QTile::kRowCount * kGroups;
+  // A thread's groups four at a time: their loads in flight together, then their conversions.
+  constexpr int kBatch = 4, kLoads = int(sizeof(E));  // 16-byte loads of a group
 #pragma unroll 1
-  for (int i = tid; i < kTotal; i += kThreads) {
-    const int r = i / kGroups, c = i % kGroups;
-    float scale;
-    const E* src = row_ref(r, scale);
-    u32 w[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
-    if (src) {
-      float f[16];
-      if constexpr (sizeof(E) == 1) {
-        const uint4 raw = *reinterpret_cast<const uint4*>(src + 16 * c);
-        const u32 words[4] = {raw.x, raw.y, raw.z, raw.w};
+  for (int i0 = tid; i0 < kTotal; i0 += kBatch * kThreads) {
+    uint4 raw[kBatch][kLoads];
+    float scale[kBatch];
+    bool live[kBatch];
 #pragma unroll
-        for (int d = 0; d < 16; ++d) f[d] = to_float(E{u8((words[d / 4] >> (8 * (d % 4))) & 0xff)}) * scale;
-      } else {
-        const uint4 lo = *reinterpret_cast<const uint4*>(src + 16 * c), hi = *reinterpret_cast<const uint4*>(src + 16 * c + 8);
-        const u32 words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    for (int k = 0; k < kBatch; ++k) {
+      const int i = i0 + k * kThreads, r = i / kGroups, c = i % kGroups;
+      const E* src = i < kTotal ? row_ref(r, scale[k]) : nullptr;
+      live[k] = src != nullptr;
 #pragma unroll
-        for (int d = 0; d < 16; ++d) f[d] = to_float(E{u16((words[d / 2] >> (16 * (d % 2))) & 0xffff)}) * scale;
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) w[j] = pack2<Out>(f[Ops::q_column(2 * j)], f[Ops::q_column(2 * j + 1)]);
+      for (int h = 0; h < kLoads; ++h)
+        raw[k][h] = live[k] ? *reinterpret_cast<const uint4*>(src + 16 * c + 16 / kLoads * h) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int half = 0; half < 2; ++half)
-      sm80::st_shared_16(smem + QTile::offset(r, 2 * c + half), w[4 * half], w[4 * half + 1], w[4 * half + 2],
-                         w[4 * half + 3]);
+    for (int k = 0; k < kBatch; ++k) {
+      const int i = i0 + k * kThreads, r = i / kGroups, c = i % kGroups;
+      if (kTotal % (kBatch * kThreads) != 0 && i >= kTotal) break;
+      u32 w[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
+      if (live[k]) {
+        u32 words[4 * kLoads];
+#pragma unroll
+        for (int h = 0; h < kLoads; ++h) {
+          words[4 * h] = raw[k][h].x;
+          words[4 * h + 1] = raw[k][h].y;
+          words[4 * h + 2] = raw[k][h].z;
+          words[4 * h + 3] = raw[k][h].w;
+        }
+        float f[16];
+#pragma unroll
+        for (int d = 0; d < 16; ++d) {
+          if constexpr (kLoads == 1) f[d] = to_float(E{u8((words[d / 4] >> (8 * (d % 4))) & 0xff)}) * scale[k];
+          else f[d] = to_float(E{u16((words[d / 2] >> (16 * (d % 2))) & 0xffff)}) * scale[k];
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) w[j] = pack2<Out>(f[Ops::q_column(2 * j)], f[Ops::q_column(2 * j + 1)]);
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        sm80::st_shared_16(smem + QTile::offset(r, 2 * c + half), w[4 * half], w[4 * half + 1], w[4 * half + 2],
+                           w[4 * half + 3]);
+    }
   }
 }
 
