@@ -308,9 +308,9 @@ class DecodeFamily final : public KernelFamily {
                                  {"kTmaKv", tma_loads(c) ? "true" : "false"}};
     s.launch.uses_tma = tma_loads(c);
     if (latent) constants.push_back({"kExchangeSlots", std::to_string(exchange_slots(c))});
-    // The GEMMs' element types: the cache's, or bf16 for an fp8 cache's dequantised stages (the
+    // The GEMMs' element types: the cache's, or fp16 for an fp8 cache's dequantised stages (the
     // seesaw pass); a rope part of another type multiplies in its own Q K^T steps.
-    const DType math = is_float8(c.dtype.qkv) ? DType::bf16 : c.dtype.qkv;
+    const DType math = is_float8(c.dtype.qkv) ? DType::fp16 : c.dtype.qkv;
     const DType rope = c.dtype.rope.value_or(math);
     s.unit = emit::unit_header(s.name, c) + emit::traits_struct(c, constants) +
              (wgmma ? "#include \"sm90/wgmma.cuh\"\n\n" + wgmma::specialisations(math, widths) +
@@ -387,7 +387,7 @@ class DecodeFamily final : public KernelFamily {
     if (!t.consumer_warpgroups) {
       const bool tile = t.BM.value_or(64) == 64 &&
                         (!t.num_warps || *t.num_warps == 8 || *t.num_warps == kSeesawWarps);  // unless others are named
-      // An fp8 cache takes the wgmma warpgroups only on the seesaw pass (its bf16 stages): where
+      // An fp8 cache takes the wgmma warpgroups only on the seesaw pass (its fp16 stages): where
       // TMA loads are named (their rules then name what breaks) or apply to the default tile.
       const bool fp8_seesaw = t.kv_loads == KvLoads::tma ||
                               (!t.kv_loads && t.BN.value_or(kSeesawKeys) <= kSeesawFp8MaxKeys &&
@@ -450,7 +450,7 @@ class DecodeFamily final : public KernelFamily {
     else if (cwg == 2 && is_float8(c.dtype.qkv) && !latent_seesaw(c))
       bad("consumer_warpgroups", cwg,
           "an fp8 latent cache takes two wgmma warpgroups only with TMA loads (tuning.kv_loads \"tma\": the seesaw pass "
-          "dequantises its tiles into bf16 stages); with cp_async gathers it runs on the mma.sync pass (0)");
+          "dequantises its tiles into fp16 stages); with cp_async gathers it runs on the mma.sync pass (0)");
     else if (auto target = wgmma_target_issue(arch); cwg == 2 && target)
       bad("consumer_warpgroups", cwg, *target);
     else if (cwg == 2) {

@@ -4,8 +4,8 @@
 // row) and then its rope part, swizzled like the sm80 tiles (128-byte panels, chunk ^ row % 8: the
 // layout wgmma's 128-byte-swizzle descriptors read as well). An fp8 cache keeps its nope columns
 // fp8 there (two to a unit) beside its 16-bit rope part. Q is one tile of the CTA's packed rows
-// in the same layout (an fp8 cache's Q nope dequantised to fp16; to bf16 on the seesaw pass, whose
-// stages hold the cache's nope columns dequantised to bf16). The ring's passes copy 16-byte
+// in the same layout (an fp8 cache's Q nope dequantised to fp16, also on the seesaw pass, whose
+// stages hold the cache's nope columns dequantised to fp16). The ring's passes copy 16-byte
 // chunks with cp.async, every thread.
 //   latent_split.cuh: mma.sync warps, every GPU from Ampere on
 //   latent_wgmma.cuh: two wgmma warpgroups on every tile, sm_90a
@@ -42,7 +42,7 @@ struct LatentRing : KeyRing<Derived, T> {
   static constexpr int kNopeUnits = kDN * ElementTraits<E>::kBytes / 2;  // 16-bit units of a row's nope part
   static constexpr int kNopeChunks = kNopeUnits / 8, kRopeChunks = kDR / 8;
   // The seesaw pass (TMA loads) keeps its stages 16-bit, an fp8 cache's dequantised.
-  static constexpr bool kBf16Stages = kFp8 && T::kTmaKv;
+  static constexpr bool kDequantisedStages = kFp8 && T::kTmaKv;
   using QTile = sm80::SmemTile<kBM, kDQK>;
   using KTile = sm80::SmemTile<kBN, (T::kTmaKv ? kDN : kNopeUnits) + kDR>;
   static constexpr LatentRegions kR = latent_regions({kBM, kBN, kDQK, kWarps, kStages, T::kExchangeSlots, /*seesaw=*/T::kTmaKv,
@@ -128,12 +128,12 @@ struct LatentRing : KeyRing<Derived, T> {
   }
 
   // Q's nope columns, then its rope part, by the first kBy threads (an fp8 cache's nope columns
-  // synchronously, dequantised to fp16 in the order of the fp8 K operand's k slots, or to bf16
-  // in column order for bf16 stages).
+  // synchronously, dequantised to fp16 in the order of the fp8 K operand's k slots, or in column
+  // order for the seesaw pass's dequantised stages).
   template <int kBy>
   __device__ __forceinline__ void load_q_by() const {
-    if constexpr (kBf16Stages)
-      load_q_fp8<NaturalColumns, QTile, kBy, QE, kDN, bf16_t>(smem_base + kR.q_offset, typename Base::QRows{this}, tid);
+    if constexpr (kDequantisedStages)
+      load_q_fp8<NaturalColumns, QTile, kBy, QE, kDN, fp16_t>(smem_base + kR.q_offset, typename Base::QRows{this}, tid);
     else if constexpr (kFp8)
       load_q_fp8<KvOperands<E, QTile, kBN, kDQK, kDV>, QTile, kBy, QE, kDN>(smem_base + kR.q_offset, typename Base::QRows{this}, tid);
     else

@@ -35,15 +35,17 @@
 // it, while it works on its next tile. Three stages at least: tiles i and i + 1 are both in use
 // while the next is loaded.
 //
-// An fp8 cache (e4m3 or e5m2 nope columns, a 16-bit rope part) runs the same warpgroups on bf16
+// An fp8 cache (e4m3 or e5m2 nope columns, a 16-bit rope part) runs the same warpgroups on fp16
 // stages: its nope columns land by TMA in staging slots of their own, two tiles ahead, and the
 // loader warpgroup's four warps dequantise them into the stage (each its 128-column panel: the
 // value times its key's scale, per token, per block of columns, per head or per tensor, rounded
-// to bf16, whose range holds any product), arriving on the panels' full barriers as TMA would;
-// the rope panels land in the stage by TMA. Q's nope columns are dequantised into bf16 as they
-// are loaded. Both GEMMs then read bf16 as for a 16-bit cache, and no scale is left for S or O
-// (FlashMLA's fp8 decode dequantises its tiles in shared memory the same way). Rows past the
-// cache end are written as zeros there.
+// to fp16), arriving on the panels' full barriers as TMA would; the rope panels land in the
+// stage by TMA. Q's nope columns are dequantised into fp16 as they are loaded. Both GEMMs then
+// read 16-bit tiles as for a 16-bit cache (the rope part's Q K^T steps in its own type), and no
+// scale is left for S or O (FlashMLA's fp8 decode dequantises its tiles in shared memory the same
+// way, into bf16: fp16 keeps 3 more bits of each product, which the logits and the LSE need, at
+// the cost of a range of +-65504 for the dequantised values). Rows past the cache end are
+// written as zeros there.
 #pragma once
 
 #include "common/params.cuh"
@@ -57,9 +59,9 @@
 
 namespace flashjit::decode {
 
-// The element type the GEMMs read for the nope and V columns: an fp8 cache's dequantised to bf16.
+// The element type the GEMMs read for the nope and V columns: an fp8 cache's dequantised to fp16.
 template <class E, bool kFp8> struct SeesawMath { using type = E; };
-template <class E> struct SeesawMath<E, true> { using type = bf16_t; };
+template <class E> struct SeesawMath<E, true> { using type = fp16_t; };
 
 template <class T>
 struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
@@ -210,7 +212,7 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   }
 
   // Loader warp lw's panel of staged tile i (slot f) into stage s: the 128 fp8 columns
-  // [128 lw, 128 lw + 128) of key row `lane`, each value times the row's scale, as bf16: the
+  // [128 lw, 128 lw + 128) of key row `lane`, each value times the row's scale, as fp16: the
   // row's eight 16-column chunks of two 64-column panels of the stage (both layouts 128-byte
   // swizzled, so the eight rows of a quarter warp meet no bank twice). Both 64-column panels
   // are then full (32 arrivals each).
@@ -233,8 +235,8 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           const u32 lo = widen2<E, 0x1404>(words[q]), hi = widen2<E, 0x3424>(words[q]);
-          w[2 * q] = pack2<bf16_t>(to_float(fp16_t{u16(lo)}) * factor, to_float(fp16_t{u16(lo >> 16)}) * factor);
-          w[2 * q + 1] = pack2<bf16_t>(to_float(fp16_t{u16(hi)}) * factor, to_float(fp16_t{u16(hi >> 16)}) * factor);
+          w[2 * q] = pack2<ME>(to_float(fp16_t{u16(lo)}) * factor, to_float(fp16_t{u16(lo >> 16)}) * factor);
+          w[2 * q + 1] = pack2<ME>(to_float(fp16_t{u16(hi)}) * factor, to_float(fp16_t{u16(hi >> 16)}) * factor);
         }
         // Chunks 2 (c % 4) and 2 (c % 4) + 1 of the stage's 64-column panel c / 4 of the two.
         const u32 half = c / 4 * (kBN * 128);

@@ -153,8 +153,8 @@ TEST(LatentDecode, Fp8CacheTilesAndSharedMemory) {
   EXPECT_EQ(generate(r16).launch.smem_bytes, want);
   EXPECT_EQ(decode::latent_regions({16, 32, 576, 4, 3, 2, false, 64, 1, true}).total, want);
   EXPECT_LE(2 * want, 227 * 1024);
-  // From 64 packed rows on sm_90a: the seesaw pass on bf16 stages. Q 64 x 576 (bf16), three
-  // stages of 32 x 576 bf16 (the nope columns dequantised there), two staging slots of 32 x 512
+  // From 64 packed rows on sm_90a: the seesaw pass on fp16 stages. Q 64 x 576 (16-bit), three
+  // stages of 32 x 576 16-bit (the nope columns dequantised there), two staging slots of 32 x 512
   // fp8 bytes, the P slots and statistics, 39 mbarriers (a full barrier per stage and 64-column
   // panel, an empty one per stage, five more, staged and drained per slot; padded to 16 bytes),
   // the flag.
@@ -346,7 +346,7 @@ TEST(LatentDecode, RulesNameTheField) {
   c.scales.v = ScaleGranularity::per_tensor;  // V takes K's scale
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"scales.v"});
   c = mla_fp8(128, 1);
-  c.tuning.consumer_warpgroups = 2;  // wgmma reads an fp8 cache only from the seesaw pass's bf16 stages
+  c.tuning.consumer_warpgroups = 2;  // wgmma reads an fp8 cache only from the seesaw pass's fp16 stages
   c.tuning.kv_loads = KvLoads::cp_async;
   EXPECT_EQ(issue_paths(c), std::set<std::string>{"tuning.consumer_warpgroups"});
   c = mla_fp8(128, 1);

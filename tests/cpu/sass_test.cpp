@@ -223,10 +223,10 @@ TEST_F(Sass, LatentFp8CacheWidensToFp16Hmma) {
   }
 }
 
-// An fp8 latent cache at 128 heads on sm_90a: the seesaw pass, its stages bf16 (the loader
-// warpgroup dequantises the fp8 tiles into them), so both GEMMs are bf16 HGMMA; the tiles arrive
-// by TMA; no HMMA, no fp8 MMA.
-TEST_F(Sass, LatentFp8SeesawDequantisesIntoBf16Stages) {
+// An fp8 latent cache at 128 heads on sm_90a: the seesaw pass, its stages fp16 (the loader
+// warpgroup dequantises the fp8 tiles into them), so Q K^T's nope steps and P V are fp16 HGMMA
+// and its rope steps bf16 HGMMA; the tiles arrive by TMA; no HMMA, no fp8 MMA.
+TEST_F(Sass, LatentFp8SeesawDequantisesIntoFp16Stages) {
   Config c;
   c.arch = "sm_90a";
   c.dtype = {DType::e4m3, DType::bf16, DType::bf16, DType::fp32};
@@ -237,8 +237,10 @@ TEST_F(Sass, LatentFp8SeesawDequantisesIntoBf16Stages) {
   const Config r = resolve(c);
   ASSERT_EQ(*r.tuning.kv_loads, KvLoads::tma);
   const std::string sass = disassemble(compile(generate(r)).cubin);
-  EXPECT_GT(count(sass, "HGMMA.64x32x16.F32.BF16"), 0u) << "Q·Kᵀ";
-  EXPECT_GT(count(sass, "HGMMA.64x256x16.F32.BF16"), 0u) << "P·V";
+  EXPECT_GT(count(sass, "HGMMA.64x32x16.F32 "), 0u) << "Q·Kᵀ, nope columns";
+  EXPECT_GT(count(sass, "HGMMA.64x32x16.F32.BF16"), 0u) << "Q·Kᵀ, rope part";
+  EXPECT_GT(count(sass, "HGMMA.64x256x16.F32 "), 0u) << "P·V";
+  EXPECT_EQ(count(sass, "HGMMA.64x256x16.F32.BF16"), 0u);
   EXPECT_GT(count(sass, "UTMALDG"), 0u);
   EXPECT_EQ(count(sass, "HMMA."), 0u);
   EXPECT_EQ(count(sass, "QGMMA"), 0u);

@@ -456,7 +456,7 @@ const std::vector<LatentCase>& latent_cases() {
                             0, Mask::causal, true, 0},
                            G::per_tensor, G::per_token, DType::fp32)),
       // fp8 caches on the seesaw pass (TMA loads, sm_90a's default from 64 packed rows): the nope
-      // columns dequantised into bf16 stages by the loader warpgroup, every K scale granularity
+      // columns dequantised into fp16 stages by the loader warpgroup, every K scale granularity
       // and layout, e4m3 and e5m2, fp8 and bf16 Q, a bf16 and an fp16 rope part, paged (8, 16,
       // 64) and contiguous, splits, windows, V 256.
       seesaw(fp8_latent({"mla_seesaw_e4m3_g128_q1_page64_per_token", DType::e4m3, 576, 512, 64, 128, 1, 64,
