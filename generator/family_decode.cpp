@@ -134,6 +134,16 @@ std::optional<std::string> tma_issue(const Config& c, const ArchInfo& arch, int 
   return std::nullopt;
 }
 
+// Whether the seesaw pass takes a latent cache's tile as named (unset fields: its defaults):
+// 12 warps, BN up to 64 (32 for an fp8 cache), at least 3 stages, TMA boxes that apply.
+bool seesaw_takes(const Config& c, const ArchInfo& arch) {
+  const Tuning& t = c.tuning;
+  const int bn = t.BN.value_or(kSeesawKeys);
+  return t.num_warps.value_or(kSeesawWarps) == kSeesawWarps &&
+         bn <= (is_float8(c.dtype.qkv) ? kSeesawFp8MaxKeys : 64) && t.num_kv_stages.value_or(3) >= 3 &&
+         !tma_issue(c, arch, bn) && c.head_dim.rope % 64 == 0;
+}
+
 int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
   if (shared_kv(c))
     return decode::latent_regions({bm, bn, c.head_dim.qk, warps, stages, exchange_slots(c), latent_seesaw(c),
@@ -389,10 +399,7 @@ class DecodeFamily final : public KernelFamily {
                         (!t.num_warps || *t.num_warps == 8 || *t.num_warps == kSeesawWarps);  // unless others are named
       // An fp8 cache takes the wgmma warpgroups only on the seesaw pass (its fp16 stages): where
       // TMA loads are named (their rules then name what breaks) or apply to the default tile.
-      const bool fp8_seesaw = t.kv_loads == KvLoads::tma ||
-                              (!t.kv_loads && t.BN.value_or(kSeesawKeys) <= kSeesawFp8MaxKeys &&
-                               t.num_warps.value_or(kSeesawWarps) == kSeesawWarps &&
-                               !tma_issue(c, arch, t.BN.value_or(kSeesawKeys)) && c.head_dim.rope % 64 == 0);
+      const bool fp8_seesaw = t.kv_loads == KvLoads::tma || (!t.kv_loads && seesaw_takes(c, arch));
       t.consumer_warpgroups = arch.has_wgmma() && tile && packed_rows(c) >= kWgmmaRows && (!fp8 || fp8_seesaw) ? 2 : 0;
     }
     const bool wgmma = *t.consumer_warpgroups == 2;
@@ -402,10 +409,7 @@ class DecodeFamily final : public KernelFamily {
       // 16k/32k, 1-2 tokens, 64 and 128 heads, sustained: 425-560 TFLOP/s against the ring's
       // 291-333, 1.5-1.6x; in the seesaw pass four stages of 32 keys 497 at 128 heads, three 351,
       // eight of 16 keys 382; 2026-12-05).
-      const bool seesaw_tile = (!t.num_warps || *t.num_warps == kSeesawWarps) && t.BN.value_or(kSeesawKeys) <= 64 &&
-                               t.num_kv_stages.value_or(3) >= 3;
-      const bool tma = wgmma && seesaw_tile && !tma_issue(c, arch, t.BN.value_or(kSeesawKeys)) && c.head_dim.rope % 64 == 0;
-      t.kv_loads = tma ? KvLoads::tma : KvLoads::cp_async;
+      t.kv_loads = wgmma && seesaw_takes(c, arch) ? KvLoads::tma : KvLoads::cp_async;
     }
     const bool seesaw = wgmma && *t.kv_loads == KvLoads::tma;
     if (!t.BM) t.BM = wgmma ? 64 : packed_rows(c) <= 16 ? 16 : 32;

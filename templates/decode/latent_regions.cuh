@@ -27,7 +27,7 @@
 //               end its share of the row sum (fp32, BM each)
 //   barriers    mbarriers: full[stages][64-column panels], empty[stages], P ready[2], P free[2],
 //               row sums ready; an fp8 cache's also staged[staging stages], drained[staging stages]
-// An fp8 cache on the seesaw pass keeps its stages 16-bit (the nope columns dequantised into bf16
+// An fp8 cache on the seesaw pass keeps its stages 16-bit (the nope columns dequantised into fp16
 // there, scales applied, by the loader warpgroup) and lands the fp8 nope columns of the next
 // tiles by TMA in staging slots of their own:
 //   staging[kSeesawStagingStages]  BN x nope fp8 bytes, 128-column (128-byte) swizzled panels

@@ -220,16 +220,14 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
     constexpr float kWiden = SameType<E, e4m3_t>::value ? 256.f : 1.f;  // widen2's 2^-8 for e4m3
     // The row's 128 bytes start on 128 (panels on 1 KB), so its chunk c lies at (start | x) ^ c.
     const u32 x = u32(lane % 8) << 4;
-    const u32 src = (smem_base + kR.staging_offset + f * kR.staging_stage_bytes + lw * (kBN * 128) + lane * 128) | x;
+    const u32 src = (staging_base(f) + lw * (kBN * 128) + lane * 128) | x;
     const u32 dst = (stage_base(s) + 2 * lw * (kBN * 128) + lane * 128) | x;
     const float factor = scale * kWiden;
     if (lane < kBN) {
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
         u32 words[4];
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(words[0]), "=r"(words[1]), "=r"(words[2]), "=r"(words[3])
-                     : "r"(src ^ (u32(c) << 4)));
+        sm80::ld_shared_16(src ^ (u32(c) << 4), words[0], words[1], words[2], words[3]);
         if (scale == 0.f) words[0] = words[1] = words[2] = words[3] = 0u;  // past the end: zeros, whatever the bytes
         u32 w[8];
 #pragma unroll

@@ -93,6 +93,12 @@ struct SmemTile {
   }
 };
 
+// Four words from shared-memory address `smem` (16-byte aligned): one 16-byte chunk of a tile.
+__device__ __forceinline__ void ld_shared_16(u32 smem, u32& w0, u32& w1, u32& w2, u32& w3) {
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3) : "r"(smem)
+               : "memory");
+}
+
 // Four words to shared-memory address `smem` (16-byte aligned): one 16-byte chunk of a tile.
 __device__ __forceinline__ void st_shared_16(u32 smem, u32 w0, u32 w1, u32 w2, u32 w3) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(smem), "r"(w0), "r"(w1), "r"(w2), "r"(w3)

@@ -192,10 +192,7 @@ __device__ __forceinline__ void store_panel(u32 smem, int first, E* dst, i64 str
     if (Tile::kRowCount % kRowsPerPass != 0 && r >= Tile::kRowCount) break;
     if (r < rows) {
       u32 x, y, z, w;
-      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
-                   : "r"(smem + u32(p.base) + Tile::in_panel(kWidth, r, j))
-                   : "memory");
+      ld_shared_16(smem + u32(p.base) + Tile::in_panel(kWidth, r, j), x, y, z, w);
       asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(col + r * stride), "r"(x),
                    "r"(y), "r"(z), "r"(w)
                    : "memory");
