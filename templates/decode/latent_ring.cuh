@@ -44,7 +44,7 @@ struct LatentRing : KeyRing<Derived, T> {
   // The seesaw pass (TMA loads) keeps its stages 16-bit, an fp8 cache's dequantised.
   static constexpr bool kDequantisedStages = kFp8 && T::kTmaKv;
   using QTile = sm80::SmemTile<kBM, kDQK>;
-  using KTile = sm80::SmemTile<kBN, (T::kTmaKv ? kDN : kNopeUnits) + kDR>;
+  using KTile = sm80::SmemTile<kBN, (kDequantisedStages ? kDN : kNopeUnits) + kDR>;
   static constexpr LatentRegions kR = latent_regions({kBM, kBN, kDQK, kWarps, kStages, T::kExchangeSlots, /*seesaw=*/T::kTmaKv,
                                                       kDR, ElementTraits<E>::kBytes, kKeyScales, kKeyBlocks});
 
