@@ -421,7 +421,7 @@ class DecodeFamily final : public KernelFamily {
     }
     if (!t.BN) t.BN = seesaw ? kSeesawKeys : wgmma ? 48 : 32;
     if (!t.num_kv_stages) {
-      // The seesaw pass: four stages at 576 columns, three beside an fp8 cache's staging slots.
+      // The seesaw pass: four stages at 576 columns (an fp8 cache's too: its tiles land inside them).
       int stages = seesaw ? 4 : fp8 ? kFp8LatentStages : 2;
       while (stages > (seesaw ? 3 : 2) && smem_for(c, *t.BM, *t.BN, *t.num_warps, stages) > arch.max_smem_per_block) --stages;
       t.num_kv_stages = stages;

@@ -52,6 +52,25 @@ template <> __device__ __forceinline__ u32 pack4<e5m2_t>(float b0, float b1, flo
   return r;
 }
 
+// Four fp8 values of `x` (b0 in the lowest byte) as two fp16x2 words, exactly: lo holds b0, b1,
+// hi b2, b3. sm_89 and later (cvt .f16x2.e4m3x2 / .e5m2x2).
+template <class T> __device__ __forceinline__ void widen4_f16(u32 x, u32& lo, u32& hi);
+template <> __device__ __forceinline__ void widen4_f16<e4m3_t>(u32 x, u32& lo, u32& hi) {
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}"
+      : "=r"(lo), "=r"(hi) : "r"(x));
+}
+template <> __device__ __forceinline__ void widen4_f16<e5m2_t>(u32 x, u32& lo, u32& hi) {
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e5m2x2 %0, l;\ncvt.rn.f16x2.e5m2x2 %1, h;\n}"
+      : "=r"(lo), "=r"(hi) : "r"(x));
+}
+
+// Two fp16 products of fp16x2 words, each rounded once.
+__device__ __forceinline__ u32 mul_f16x2(u32 a, u32 b) {
+  u32 r;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
 __device__ __forceinline__ float to_float(bf16_t x) { return __uint_as_float(u32(x.bits) << 16); }
 __device__ __forceinline__ float to_float(fp16_t x) {
   float f;

@@ -26,20 +26,17 @@
 //   stats[3][2] per warpgroup slot, each row's running max, the tile's rescale factor, and at the
 //               end its share of the row sum (fp32, BM each)
 //   barriers    mbarriers: full[stages][64-column panels], empty[stages], P ready[2], P free[2],
-//               row sums ready; an fp8 cache's also staged[staging stages], drained[staging stages]
+//               row sums ready; an fp8 cache's also staged[stages]
 // An fp8 cache on the seesaw pass keeps its stages 16-bit (the nope columns dequantised into fp16
-// there, scales applied, by the loader warpgroup) and lands the fp8 nope columns of the next
-// tiles by TMA in staging slots of their own:
-//   staging[kSeesawStagingStages]  BN x nope fp8 bytes, 128-column (128-byte) swizzled panels
+// there, scales applied, by the loader warpgroup) and lands a tile's fp8 nope columns by TMA in
+// its own stage: each 128-column fp8 panel (BN x 128 bytes) in the second of the two 64-column
+// fp16 panels it becomes, which each key row's loader lane reads whole before writing it over
+// (latent_seesaw.cuh). No shared memory beyond the 16-bit pass's, so as many stages.
 #pragma once
 
 #include "common/host_device.cuh"
 
 namespace flashjit::decode {
-
-// Staging slots of an fp8 cache's nope columns on the seesaw pass (two fit beside Q and three
-// 16-bit stages at 576 columns).
-constexpr int kSeesawStagingStages = 2;
 
 struct LatentShape {
   int block_m, block_n, head_dim_qk, warps, stages;
@@ -57,7 +54,6 @@ struct LatentRegions {
   int exchange_offset, exchange_slot_bytes;
   int key_scale_offset, key_scale_slot_bytes;
   int p_offset, p_slot_bytes;  // the seesaw pass's regions (0 otherwise)
-  int staging_offset, staging_stage_bytes;  // an fp8 cache's on the seesaw pass (0 otherwise)
   int stats_offset;
   int barrier_offset;
   int flag_offset;
@@ -72,15 +68,12 @@ FLASHJIT_HOST_DEVICE constexpr LatentRegions latent_regions(LatentShape s) {
   r.kv_stage_bytes = s.block_n * (nope * (s.seesaw ? 2 : s.nope_bytes) + s.head_dim_rope * 2);
   r.rows_offset = r.kv_offset + s.stages * r.kv_stage_bytes;
   if (s.seesaw) {
-    const int staging = s.nope_bytes == 1 ? kSeesawStagingStages : 0;
     r.rows_slot_bytes = r.exchange_offset = r.exchange_slot_bytes = 0;
-    r.staging_offset = r.rows_offset;
-    r.staging_stage_bytes = staging ? s.block_n * nope : 0;
-    r.p_offset = r.staging_offset + staging * r.staging_stage_bytes;
+    r.p_offset = r.rows_offset;
     r.p_slot_bytes = s.block_m * s.block_n * 2;
     r.stats_offset = r.p_offset + 2 * r.p_slot_bytes;
     r.barrier_offset = r.stats_offset + 3 * 2 * s.block_m * 4;
-    r.flag_offset = (r.barrier_offset + (s.stages * (s.head_dim_qk / 64 + 1) + 5 + 2 * staging) * 8 + 15) / 16 * 16;
+    r.flag_offset = (r.barrier_offset + (s.stages * (s.head_dim_qk / 64 + (s.nope_bytes == 1 ? 2 : 1)) + 5) * 8 + 15) / 16 * 16;
     r.total = r.flag_offset + 16;
     return r;
   }

@@ -36,11 +36,13 @@
 // while the next is loaded.
 //
 // An fp8 cache (e4m3 or e5m2 nope columns, a 16-bit rope part) runs the same warpgroups on fp16
-// stages: its nope columns land by TMA in staging slots of their own, two tiles ahead, and the
-// loader warpgroup's four warps dequantise them into the stage (each its 128-column panel: the
-// value times its key's scale, per token, per block of columns, per head or per tensor, rounded
-// to fp16), arriving on the panels' full barriers as TMA would; the rope panels land in the
-// stage by TMA. Q's nope columns are dequantised into fp16 as they are loaded. Both GEMMs then
+// stages: a tile's nope columns land by TMA in its own stage, each 128-column fp8 panel in the
+// second of the two 64-column fp16 panels it becomes, and the loader warpgroup's four warps
+// dequantise them in place (each its 128-column panel, a lane each key row, which it reads whole
+// before writing the second panel over it: the value times its key's scale, per token, per
+// block of columns, per head or per tensor, rounded to fp16), arriving on the panels' full
+// barriers as TMA would; the rope panels land in the stage by TMA. So an fp8 cache keeps as
+// many stages as a 16-bit one. Q's nope columns are dequantised into fp16 as they are loaded. Both GEMMs then
 // read 16-bit tiles as for a 16-bit cache (the rope part's Q K^T steps in its own type), and no
 // scale is left for S or O (FlashMLA's fp8 decode dequantises its tiles in shared memory the same
 // way, into bf16: fp16 keeps 3 more bits of each product, which the logits and the LSE need, at
@@ -89,14 +91,13 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   static constexpr int kRopePanels = kDR / 64;                  // panels of p.k_rope's rows
   static constexpr int kPanels = kKPanels + kRopePanels;        // a tile's panels, each its own barrier
   static constexpr u32 kPanelBytes = u32(kBN) * 128;
-  // An fp8 cache's staging slots: 128-column panels of its nope columns, one per loader warp.
-  static constexpr int kStaging = kFp8 ? kSeesawStagingStages : 0;
+  // An fp8 cache's 128-column panels of nope columns, one per loader warp.
   static constexpr int kStagedPanels = kFp8 ? kDN / 128 : 0;
   static constexpr float kRescaleLog2 = 8.f;  // a row's max moves when exceeded by more than this
   using Softmax = sm90::OnlineSoftmax<kBN>;   // its layout helpers; the statistics are kept here
 
   static_assert(T::kTmaKv, "the seesaw pass loads its tiles by TMA");
-  static_assert(!kFp8 || (kDN % 128 == 0 && kStagedPanels <= 4 && kBN <= 32 && kR.staging_offset % 1024 == 0),
+  static_assert(!kFp8 || (kDN % 128 == 0 && kStagedPanels <= 4 && kBN <= 32),
                 "fp8 nope columns: whole 128-column panels, one per loader warp, a key row per lane");
   static_assert(kBM == 64 && kWarps == 12, "two warpgroups share a 64-row tile, and a third loads");
   static_assert(kLoaderRegs * 128 + kConsumerRegs * kConsumers <= 65536, "the register file");
@@ -126,13 +127,8 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   __device__ __forceinline__ u32 ready(int w) const { return barrier(kStages * (kPanels + 1) + w); }
   __device__ __forceinline__ u32 freed(int w) const { return barrier(kStages * (kPanels + 1) + 2 + w); }
   __device__ __forceinline__ u32 sums_ready() const { return barrier(kStages * (kPanels + 1) + 4); }
-  // An fp8 cache's staging slot f: its nope columns have landed (staged), the loader warpgroup has
-  // read them (drained).
-  __device__ __forceinline__ u32 staged(int f) const { return barrier(kStages * (kPanels + 1) + 5 + f); }
-  __device__ __forceinline__ u32 drained(int f) const { return barrier(kStages * (kPanels + 1) + 5 + kStaging + f); }
-  __device__ __forceinline__ u32 staging_base(int f) const {
-    return smem_base + kR.staging_offset + f * kR.staging_stage_bytes;
-  }
+  // An fp8 cache's stage s: its fp8 nope columns have landed.
+  __device__ __forceinline__ u32 staged(int s) const { return barrier(kStages * (kPanels + 1) + 5 + s); }
   enum Stat { kMax = 0, kFactor = 1, kSum = 2 };
   __device__ __forceinline__ float* stat(Stat kind, int slot) const {
     return reinterpret_cast<float*>(smem + kR.stats_offset) + (2 * kind + slot) * kBM;
@@ -173,27 +169,29 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
 
   // Lane l's box of tile n (page l's rows, or the whole tile where it lies in one page or the
   // cache is contiguous) of the panels [0, kCount) of tensor map `map`: panel c to the tile at
-  // `dst` as its panel kAt + c, completing barrier bar(c).
+  // `dst` as its panel kAt + c (panels `stride` bytes apart), completing barrier bar(c).
   template <int kAt, int kCount, class Bar>
   __device__ __forceinline__ void load_boxes(int n, int entry, u32 dst, const void* map, const Bar& bar,
-                                             u64 policy) const {
+                                             u64 policy, u32 stride = kPanelBytes) const {
     if (lane >= kBoxes) return;
     int row, outer;
     this->box_place(n, entry, row, outer);
     dst += lane * kBoxRows * 128;
 #pragma unroll
     for (int c = 0; c < kCount; ++c)
-      sm90::tma_load_5d(dst + (kAt + c) * kBN * 128, map, bar(c), 0, row, c, hk, outer, policy);
+      sm90::tma_load_5d(dst + (kAt + c) * stride, map, bar(c), 0, row, c, hk, outer, policy);
   }
 
   // ---- an fp8 cache's loader warpgroup ---------------------------------------------------------
-  // Tile i's fp8 nope columns into staging slot i % kStaging (warp 8: lane l the box of page l,
-  // one per 128-column panel, all on staged[]).
-  __device__ __forceinline__ void stage_nope(int i, int entry, u64 policy) const {
-    const int n = n_begin + i, f = i % kStaging;
-    if (lane == 0) sm90::mbar_arrive_expect_tx(staged(f), u32(kBN) * kDN);
+  // Tile i into stage i % stages (warp 8: lane l the boxes of page l): its fp8 nope panels, each
+  // 128-column panel c in the stage's 64-column panel 2 c + 1, all on staged[]; its rope panels.
+  __device__ __forceinline__ void stage_fp8_tile(int i, int entry, u64 policy) const {
+    const int n = n_begin + i, s = i % kStages;
+    if (lane == 0) sm90::mbar_arrive_expect_tx(staged(s), u32(kBN) * kDN);
     __syncwarp();
-    load_boxes<0, kStagedPanels>(n, entry, staging_base(f), &p.tma_k, [&](int) { return staged(f); }, policy);
+    load_boxes<0, kStagedPanels>(n, entry, stage_base(s) + kPanelBytes, &p.tma_k, [&](int) { return staged(s); },
+                                 policy, 2 * kPanelBytes);
+    load_rope(n, s, entry, policy);
   }
 
   // Tile n's rope panels straight into stage s (warp 8), each on its full barrier.
@@ -211,70 +209,81 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
     return lane < kBN && key < kv.seqlen_k ? scales.key(kv, b, hk, seq.k_start, key, block) : 0.f;
   }
 
-  // Loader warp lw's panel of staged tile i (slot f) into stage s: the 128 fp8 columns
-  // [128 lw, 128 lw + 128) of key row `lane`, each value times the row's scale, as fp16: the
-  // row's eight 16-column chunks of two 64-column panels of the stage (both layouts 128-byte
-  // swizzled, so the eight rows of a quarter warp meet no bank twice). Both 64-column panels
-  // are then full (32 arrivals each).
-  __device__ __forceinline__ void dequantise(int f, int s, int lw, float scale) const {
-    constexpr float kWiden = SameType<E, e4m3_t>::value ? 256.f : 1.f;  // widen2's 2^-8 for e4m3
-    // The row's 128 bytes start on 128 (panels on 1 KB), so its chunk c lies at (start | x) ^ c.
-    const u32 x = u32(lane % 8) << 4;
-    const u32 src = (staging_base(f) + lw * (kBN * 128) + lane * 128) | x;
-    const u32 dst = (stage_base(s) + 2 * lw * (kBN * 128) + lane * 128) | x;
-    const float factor = scale * kWiden;
+  // Loader warp lw's 128 fp8 columns [128 lw, 128 lw + 128) of key row `lane` of the tile in
+  // stage s, which landed in the stage's 64-column panel 2 lw + 1, into the fp16 panels 2 lw and
+  // 2 lw + 1: each value times the row's scale. The row's 128 fp8 bytes are the same 128 bytes as
+  // its row of panel 2 lw + 1 (both 128-byte swizzled, so the eight rows of a quarter warp meet
+  // no bank twice), and no lane touches another's row: fp8 chunks 0-3 become the first panel's
+  // row, then fp8 chunk c (4-7) the second's fp16 chunks 2 c - 8 and 2 c - 7, where fp8 chunks
+  // up to c lay, all read by then (the shared-memory accesses stay in program order: volatile).
+  // Both 64-column panels are then full (32 arrivals each).
+  // Where every row's scale is an fp16 normal (or 0), each value pair is widened exactly and
+  // multiplied by the scale in fp16 (two instructions a pair; the scale rounded to fp16, 2^-11 at
+  // most); otherwise in fp32, then rounded (about four times the instructions).
+  __device__ __forceinline__ void dequantise(int s, int lw, float scale) const {
+    const float magnitude = __int_as_float(__float_as_int(scale) & 0x7fffffff);
+    const bool half_scale = __all_sync(0xffffffffu, lane >= kBN || scale == 0.f ||
+                                                        (magnitude >= 0x1p-14f && magnitude <= 65504.f));
     if (lane < kBN) {
-#pragma unroll
-      for (int c = 0; c < 8; ++c) {
-        u32 words[4];
-        sm80::ld_shared_16(src ^ (u32(c) << 4), words[0], words[1], words[2], words[3]);
-        if (scale == 0.f) words[0] = words[1] = words[2] = words[3] = 0u;  // past the end: zeros, whatever the bytes
-        u32 w[8];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const u32 lo = widen2<E, 0x1404>(words[q]), hi = widen2<E, 0x3424>(words[q]);
-          w[2 * q] = pack2<ME>(to_float(fp16_t{u16(lo)}) * factor, to_float(fp16_t{u16(lo >> 16)}) * factor);
-          w[2 * q + 1] = pack2<ME>(to_float(fp16_t{u16(hi)}) * factor, to_float(fp16_t{u16(hi >> 16)}) * factor);
-        }
-        // Chunks 2 (c % 4) and 2 (c % 4) + 1 of the stage's 64-column panel c / 4 of the two.
-        const u32 half = c / 4 * (kBN * 128);
-        sm80::st_shared_16((dst ^ (u32(2 * (c % 4)) << 4)) + half, w[0], w[1], w[2], w[3]);
-        sm80::st_shared_16((dst ^ (u32(2 * (c % 4) + 1) << 4)) + half, w[4], w[5], w[6], w[7]);
-      }
+      if (half_scale) dequantise_row<true>(s, lw, scale);
+      else dequantise_row<false>(s, lw, scale);
     }
     sm90::fence_proxy_async_shared();  // for wgmma's reads through the async proxy
     sm90::mbar_arrive(full(s, 2 * lw));
     sm90::mbar_arrive(full(s, 2 * lw + 1));
   }
 
-  // The loader warpgroup of an fp8 cache: warp 8 keeps two tiles' nope columns in flight to the
-  // staging slots and loads each tile's rope panels into its stage once both warpgroups have freed
-  // it; then every warp dequantises its panel of the tile into the stage and frees the slot.
+  template <bool kHalfScale>
+  __device__ __forceinline__ void dequantise_row(int s, int lw, float scale) const {
+    constexpr float kWiden = SameType<E, e4m3_t>::value ? 256.f : 1.f;  // widen2's 2^-8 for e4m3
+    // The row's 128 bytes start on 128 (panels on 1 KB), so its chunk c lies at (start | x) ^ c.
+    const u32 x = u32(lane % 8) << 4;
+    const u32 lo_panel = (stage_base(s) + 2 * lw * kPanelBytes + lane * 128) | x, hi_panel = lo_panel + kPanelBytes;
+    const float factor = scale * kWiden;
+    const u32 factor2 = pack2<fp16_t>(scale, scale);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      u32 words[4];
+      sm80::ld_shared_16(hi_panel ^ (u32(c) << 4), words[0], words[1], words[2], words[3]);
+      if (scale == 0.f) words[0] = words[1] = words[2] = words[3] = 0u;  // past the end: zeros, whatever the bytes
+      u32 w[8];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        if constexpr (kHalfScale) {
+          widen4_f16<E>(words[q], w[2 * q], w[2 * q + 1]);
+          w[2 * q] = mul_f16x2(w[2 * q], factor2);
+          w[2 * q + 1] = mul_f16x2(w[2 * q + 1], factor2);
+        } else {
+          const u32 lo = widen2<E, 0x1404>(words[q]), hi = widen2<E, 0x3424>(words[q]);
+          w[2 * q] = pack2<ME>(to_float(fp16_t{u16(lo)}) * factor, to_float(fp16_t{u16(lo >> 16)}) * factor);
+          w[2 * q + 1] = pack2<ME>(to_float(fp16_t{u16(hi)}) * factor, to_float(fp16_t{u16(hi >> 16)}) * factor);
+        }
+      }
+      // fp8 chunk c: fp16 chunks 2 (c % 4) and 2 (c % 4) + 1 of panel c / 4 of the two.
+      const u32 dst = c < 4 ? lo_panel : hi_panel;
+      sm80::st_shared_16(dst ^ (u32(2 * (c % 4)) << 4), w[0], w[1], w[2], w[3]);
+      sm80::st_shared_16(dst ^ (u32(2 * (c % 4) + 1) << 4), w[4], w[5], w[6], w[7]);
+    }
+  }
+
+  // The loader warpgroup of an fp8 cache: warp 8 loads each tile into its stage once both
+  // warpgroups have freed it, a tile ahead of the dequantisation; every warp dequantises its
+  // panel of each tile in place once it has landed.
   __device__ __forceinline__ void load_and_dequantise() {
-    static_assert(kStaging == 2, "two staging slots (their page-table entries below)");
     const int count = tile_count(), lw = warp - kLoaderWarp;
     const u64 policy = int(gridDim.y) > p.heads_k ? sm90::policy_evict_last() : sm90::policy_evict_first();
-    int entry0 = -1, entry1 = -1;  // warp 8, lanes below kBoxes: the staged tiles' entries
-    if (lw == 0) {
-      if (count > 0) stage_nope(0, entry0 = this->box_entry(n_begin), policy);
-      if (count > 1) stage_nope(1, entry1 = this->box_entry(n_begin + 1), policy);
-    }
+    if (lw == 0 && count > 0) stage_fp8_tile(0, this->box_entry(n_begin), policy);
 #pragma unroll 1
     for (int i = 0; i < count; ++i) {
-      const int n = n_begin + i, s = i % kStages, f = i % kStaging;
+      const int n = n_begin + i, s = i % kStages;
       const float scale = lw < kStagedPanels ? key_scale(n, lw) : 0.f;  // in flight through the waits below
-      if (i >= kStages) sm90::mbar_wait(empty(s), u32(i / kStages - 1) & 1u);
-      if (lw == 0) load_rope(n, s, f ? entry1 : entry0, policy);
-      sm90::mbar_wait(staged(f), u32(i / kStaging) & 1u);
-      if (lw < kStagedPanels) dequantise(f, s, lw, scale);
-      sm90::mbar_arrive(drained(f));
-      if (lw == 0 && i + kStaging < count) {
-        sm90::mbar_wait(drained(f), u32(i / kStaging) & 1u);
-        const int e = this->box_entry(n + kStaging);
-        if (f) entry1 = e;
-        else entry0 = e;
-        stage_nope(i + kStaging, e, policy);
+      if (lw == 0 && i + 1 < count) {
+        const int next = i + 1, entry = this->box_entry(n + 1);
+        if (next >= kStages) sm90::mbar_wait(empty(next % kStages), u32(next / kStages - 1) & 1u);
+        stage_fp8_tile(next, entry, policy);
       }
+      sm90::mbar_wait(staged(s), u32(i / kStages) & 1u);
+      if (lw < kStagedPanels) dequantise(s, lw, scale);
     }
   }
 
@@ -491,10 +500,8 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
         for (int c = 0; c < kPanels; ++c) sm90::mbar_init(full(s, c), kFp8 && c < kKPanels ? 32 : 1);
         sm90::mbar_init(empty(s), kConsumers);
       }
-      for (int f = 0; f < kStaging; ++f) {
-        sm90::mbar_init(staged(f), 1);
-        sm90::mbar_init(drained(f), 128);
-      }
+      if constexpr (kFp8)
+        for (int s = 0; s < kStages; ++s) sm90::mbar_init(staged(s), 1);
       for (int w = 0; w < 2; ++w) {
         sm90::mbar_init(ready(w), 128);
         sm90::mbar_init(freed(w), 128);

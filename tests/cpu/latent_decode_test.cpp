@@ -153,17 +153,16 @@ TEST(LatentDecode, Fp8CacheTilesAndSharedMemory) {
   EXPECT_EQ(generate(r16).launch.smem_bytes, want);
   EXPECT_EQ(decode::latent_regions({16, 32, 576, 4, 3, 2, false, 64, 1, true}).total, want);
   EXPECT_LE(2 * want, 227 * 1024);
-  // From 64 packed rows on sm_90a: the seesaw pass on fp16 stages. Q 64 x 576 (16-bit), three
-  // stages of 32 x 576 16-bit (the nope columns dequantised there), two staging slots of 32 x 512
-  // fp8 bytes, the P slots and statistics, 39 mbarriers (a full barrier per stage and 64-column
-  // panel, an empty one per stage, five more, staged and drained per slot; padded to 16 bytes),
-  // the flag.
+  // From 64 packed rows on sm_90a: the seesaw pass on fp16 stages, as many as a 16-bit cache's
+  // (the fp8 nope columns land inside them). Q 64 x 576 (16-bit), four stages of 32 x 576 16-bit,
+  // the P slots and statistics, 49 mbarriers (a full barrier per stage and 64-column panel, an
+  // empty and a staged one per stage, five more; padded to 16 bytes), the flag.
   const Config r128 = resolve(mla_fp8(128, 2));
-  EXPECT_EQ(tile_of(r128), (LatentTile{2, KvLoads::tma, 64, 12, 32, 3}));
-  const int seesaw = 64 * 576 * 2 + 3 * 32 * 576 * 2 + 2 * 32 * 512 + 2 * 64 * 32 * 2 + 3 * 2 * 64 * 4 + 39 * 8 + 8 + 16;
+  EXPECT_EQ(tile_of(r128), (LatentTile{2, KvLoads::tma, 64, 12, 32, 4}));
+  const int seesaw = 64 * 576 * 2 + 4 * 32 * 576 * 2 + 2 * 64 * 32 * 2 + 3 * 2 * 64 * 4 + 49 * 8 + 8 + 16;
   EXPECT_EQ(generate(r128).launch.smem_bytes, seesaw);
   EXPECT_LE(seesaw, 227 * 1024);
-  EXPECT_EQ(tile_of(resolve(mla_fp8(64, 1))), (LatentTile{2, KvLoads::tma, 64, 12, 32, 3}));
+  EXPECT_EQ(tile_of(resolve(mla_fp8(64, 1))), (LatentTile{2, KvLoads::tma, 64, 12, 32, 4}));
   EXPECT_EQ(*resolve(mla_fp8(32, 1)).tuning.consumer_warpgroups, 0);
   // Gathers named, pages below a TMA box's 8 rows, or other targets: the mma.sync pass.
   Config gathers = mla_fp8(128, 2);
