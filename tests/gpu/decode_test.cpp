@@ -526,6 +526,30 @@ TEST(LatentReference, PerBlockScalesAgreeWithFp64) {
   expect_reference_matches_cpu(c, problem, "latent e4m3, per-block K scales, paged, cache lengths 90, 33");
 }
 
+// The seesaw pass multiplies an fp8 cache's values by their scales in fp16 where every scale of
+// a loader warp's rows is an fp16 normal, in fp32 otherwise: a cache of small values (per-token
+// K scales near 2^-19, below fp16's normals), with Q as much larger, takes the fp32 products on
+// every tile and still matches the reference.
+TEST(LatentSeesaw, KeyScalesBelowFp16NormalsStillMatchTheReference) {
+  FLASHJIT_REQUIRE_GPU();
+  if (current_device().arch() != "sm_90a") GTEST_SKIP() << "TMA loads need sm_90a";
+  const Config c = latent_config(seesaw(fp8_latent(
+      {"", DType::e4m3, 576, 512, 64, 64, 1, 64, Mask::none, false, 0}, G::per_token, G::per_token, DType::fp32)));
+  auto kernel = get_kernel(c);
+  DeviceProblem problem(c, step_shape(2, 1, 700, {700, 333}, 1, 64), run_seed());
+  std::vector<float> k = problem.host_k(), q = problem.host_q();
+  for (float& x : k) x *= 0x1p-12f;
+  for (float& x : q) x *= 0x1p12f;
+  const std::vector<float> k_scales = problem.set_input('k', k);
+  problem.set_input('q', q);
+  ASSERT_FALSE(k_scales.empty());
+  for (float sc : k_scales) ASSERT_LT(sc, 0x1p-14f);  // every tile takes the fp32 products
+  const CheckResult r = check_against_reference(*kernel, c, problem);
+  std::printf("[check] %-44s %-56s rel=%.3e lse=%.2e nonfinite=%zu %s\n", "mla_seesaw_e4m3_small_key_scales",
+              problem.shape().describe().c_str(), r.rel_error, r.lse_max_error, r.nonfinite, r.passed ? "ok" : "FAIL");
+  EXPECT_TRUE(r.passed) << r.summary();
+}
+
 // The reference reads paged caches and cache lengths the way the CPU computation does.
 TEST(DecodeReference, PagedReferenceAgreesWithFp64) {
   FLASHJIT_REQUIRE_GPU();
