@@ -138,8 +138,8 @@ struct NaturalColumns {
 // order of KvOperands::q_column: one thread per 16-column chunk, synchronous (a few rows, once).
 // row_ref(r) gives row r's pointer (null: zero-fill) and scale. The first kCols columns of the
 // tile (all of them unless a 16-bit rope part follows). E is Q's stored type: fp8, or a 16-bit Q
-// beside an fp8 cache (dtype.q), converted to Out: fp16 (bf16 values past fp16's range saturate
-// to infinity there) in Ops's column order, or bf16 (NaturalColumns).
+// beside an fp8 cache (dtype.q), converted to Out (fp16: bf16 values past fp16's range saturate
+// to infinity there) in Ops's column order (NaturalColumns: as stored).
 template <class Ops, class QTile, int kThreads, class E, int kCols = QTile::kColCount, class Out = fp16_t,
           class RowRef>
 __device__ __forceinline__ void load_q_fp8(u32 smem, const RowRef& row_ref, int tid) {
