@@ -88,8 +88,8 @@ class DecodeHost final : public FamilyHost {
  private:
   // K and V as the split pass's boxes read them (key_ring.cuh): a paged cache as [num_pages,
   // page_size, heads_k, d] with a box of one panel of a page's rows, or the whole tile where a
-  // tile lies inside a page (a latent cache's: one panel of it); a contiguous cache as [batch, seqlen_k, heads_k, d] (ragged: all
-  // rows as one entry) with a box of the whole tile. A box past the outer axis reads zeros. A
+  // tile lies inside a page (an fp8 latent cache's: one panel of it); a contiguous cache as [batch, seqlen_k,
+  // heads_k, d] (ragged: all rows as one entry) with a box of the whole tile. A box past the outer axis reads zeros. A
   // shared K/V (latent) cache has K's rows and its rope part (latent_seesaw.cuh).
   static void encode_kv_descriptors(const Config& c, const LaunchInfo& launch, const AttentionArgs& a,
                                     AttentionParams& p) {
@@ -97,8 +97,9 @@ class DecodeHost final : public FamilyHost {
     const int bn = launch.block_n, panel = panel_elements(e);
     const bool paged = c.kv_layout.paged;
     const int box_rows = paged ? std::min(bn, c.kv_layout.page_size) : bn;
-    // The latent seesaw pass lands each 64-column panel on its own barrier: boxes of one panel.
-    const bool latent = c.kv_layout.shared_kv;
+    // The latent seesaw pass lands an fp8 cache's panels apart (each in the fp16 panel it becomes):
+    // boxes of one panel. A 16-bit latent tile inside a page is one box, as for the other caches.
+    const bool panel_boxes = c.kv_layout.shared_kv && is_float8(e);
     auto tensor = [&](const Tensor& t, int dim, DType type) {
       TmaTensor m{t.data, type, 0, dim, a.heads_k, 0, t.row_stride, t.head_stride, t.batch_stride};
       if (paged) {
@@ -108,7 +109,7 @@ class DecodeHost final : public FamilyHost {
         m.rows = std::max<int64_t>(1, c.varlen ? a.total_k : a.seqlen_k);
         m.batch = c.varlen ? 1 : a.batch;
       }
-      return encode_tma(m, box_rows, box_rows == bn && !latent ? dim / panel : 1);
+      return encode_tma(m, box_rows, box_rows == bn && !panel_boxes ? dim / panel : 1);
     };
     if (c.kv_layout.shared_kv) {  // a latent cache: K's rows (nope, or all columns) and the rope part, in its own type
       const int rope = c.head_dim.rope;

@@ -18,11 +18,10 @@
 // the max moved by more than 2^8: FA4's lazy rescale, probabilities stay at most 256).
 //
 // Per tile i of warpgroup w, with s = i % stages:
-//   1. issue S = Q K^T (every 16-column k-step of Q and K, both in 128-byte-swizzled panels),
-//      each panel's four k-steps once that panel of the tile has landed (full[s][panel]: one TMA
-//      box and one barrier per 64-column panel, so the first k-steps need not wait for the
-//      whole tile); a tile that runs past the cache end waits for all of them and clears its
-//      V rows there first.
+//   1. wait for the tile (full[s]); if it runs past the cache end, clear its V rows there; issue
+//      S = Q K^T (every 16-column k-step of Q and K, both in 128-byte-swizzled panels). An fp8
+//      cache's tile has a barrier per 64-column panel (full[s][panel], its loader warps
+//      dequantise panels apart), and each panel's four k-steps wait for their own.
 //   2. (i > 0) wait for tile i - 1's P, max and factor (ready[1 - w]), load them, free the slot;
 //      rescale O by tile i - 1's factor and issue O += P(i - 1) V(i - 1).
 //   3. wait for S; mask, max, probabilities, row sums, while P(i - 1) V(i - 1) runs; publish P,
@@ -89,8 +88,13 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   static constexpr u32 kWarpgroupBarrier = 1, kConsumersBarrier = 3;
   static constexpr int kKPanels = (kDR > 0 ? kDN : kDQK) / 64;  // panels of p.k's rows
   static constexpr int kRopePanels = kDR / 64;                  // panels of p.k_rope's rows
-  static constexpr int kPanels = kKPanels + kRopePanels;        // a tile's panels, each its own barrier
+  static constexpr int kPanels = kKPanels + kRopePanels;        // a tile's 64-column panels
   static constexpr u32 kPanelBytes = u32(kBN) * 128;
+  // A 16-bit tile lands on one barrier, as one box of all its nope panels (and one of its rope
+  // panels) where it lies inside a page: a box and a barrier per panel, to start Q K^T on the
+  // first panels, measured slower (H100, 128 heads, batch 64 x 16k: 513 against 551 TFLOP/s).
+  // An fp8 cache's panels are dequantised by different loader warps: a barrier each.
+  static constexpr int kFullBarriers = kFp8 ? kPanels : 1;
   // An fp8 cache's 128-column panels of nope columns, one per loader warp.
   static constexpr int kStagedPanels = kFp8 ? kDN / 128 : 0;
   static constexpr float kRescaleLog2 = 8.f;  // a row's max moves when exceeded by more than this
@@ -122,7 +126,9 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
 
   // ---- shared state --------------------------------------------------------------------------
   __device__ __forceinline__ u32 barrier(int i) const { return smem_base + kR.barrier_offset + 8 * i; }
-  __device__ __forceinline__ u32 full(int s, int panel) const { return barrier(s * kPanels + panel); }
+  __device__ __forceinline__ u32 full(int s, int panel) const {
+    return barrier(s * kPanels + (kFullBarriers > 1 ? panel : 0));
+  }
   __device__ __forceinline__ u32 empty(int s) const { return barrier(kStages * kPanels + s); }
   __device__ __forceinline__ u32 ready(int w) const { return barrier(kStages * (kPanels + 1) + w); }
   __device__ __forceinline__ u32 freed(int w) const { return barrier(kStages * (kPanels + 1) + 2 + w); }
@@ -144,10 +150,10 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   __device__ __forceinline__ int tile_count() const { return n_end > n_begin ? n_end - n_begin : 0; }
 
   // ---- the loader warp -----------------------------------------------------------------------
-  // Tile i into stage i % stages once both warpgroups have freed it: per 64-column panel (nope
-  // panels from p.k, rope panels from p.k_rope) one box per page of the tile (lane l: page l), or
-  // one for the whole tile where it lies in one page or the cache is contiguous; each panel
-  // completes its own barrier.
+  // A 16-bit cache's tile i into stage i % stages once both warpgroups have freed it, all on
+  // full(s): where the tile lies in one page or the cache is contiguous, one box of its nope
+  // panels (p.k) and one of its rope panels (p.k_rope); else per 64-column panel one box per page
+  // of the tile (lane l: page l).
   __device__ __forceinline__ void load_tiles() {
     const int count = tile_count();
     // Two m blocks of one KV head read the same keys: keep them in L2 for the other.
@@ -158,11 +164,22 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
       const int n = n_begin + i, s = i % kStages;
       const int next = i + 1 < count ? this->box_entry(n + 1) : -1;  // a tile ahead
       if (i >= kStages) sm90::mbar_wait(empty(s), u32(i / kStages - 1) & 1u);
-      if (lane < kPanels) sm90::mbar_arrive_expect_tx(full(s, lane), kPanelBytes);
+      if (lane == 0) sm90::mbar_arrive_expect_tx(full(s, 0), kPanels * kPanelBytes);
       __syncwarp();
-      load_boxes<0, kKPanels>(n, entry, stage_base(s), &p.tma_k, [&](int c) { return full(s, c); }, policy);
-      load_boxes<kKPanels, kRopePanels>(n, entry, stage_base(s), &p.tma_k_rope,
-                                        [&](int c) { return full(s, kKPanels + c); }, policy);
+      if constexpr (kBoxRows == kBN) {
+        if (lane == 0) {
+          int row, outer;
+          this->box_place(n, entry, row, outer);
+          sm90::tma_load_5d(stage_base(s), &p.tma_k, full(s, 0), 0, row, 0, hk, outer, policy);
+          if constexpr (kRopePanels > 0)
+            sm90::tma_load_5d(stage_base(s) + kKPanels * kPanelBytes, &p.tma_k_rope, full(s, 0), 0, row, 0, hk,
+                              outer, policy);
+        }
+      } else {
+        load_boxes<0, kKPanels>(n, entry, stage_base(s), &p.tma_k, [&](int) { return full(s, 0); }, policy);
+        load_boxes<kKPanels, kRopePanels>(n, entry, stage_base(s), &p.tma_k_rope, [&](int) { return full(s, 0); },
+                                          policy);
+      }
       entry = next;
     }
   }
@@ -288,15 +305,15 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   }
 
   // ---- the warpgroups' math ------------------------------------------------------------------
-  // S = Q K^T of the tile in stage s, each panel's k-steps once the panel has landed (phase:
-  // the stage's fill parity; `landed`: every panel is known to have).
+  // S = Q K^T of the tile in stage s; with a barrier per panel, each panel's k-steps once the
+  // panel has landed (phase: the stage's fill parity; `landed`: every panel is known to have).
   __device__ __forceinline__ void issue_qk(int s, u32 phase, bool landed) {
     using namespace sm90;
     const u32 q = smem_base + kR.q_offset, k = stage_base(s);
     wgmma_fence();
 #pragma unroll
     for (int step = 0; step < kQkSteps; ++step) {
-      if (step % 4 == 0) {
+      if (kFullBarriers > 1 && step % 4 == 0) {
         if (!landed) mbar_wait(full(s, step / 4), phase);
         wgmma_fence();  // after the wait's branches, so that ptxas need not inject one
       }
@@ -372,12 +389,17 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
     const int n = n_begin + i, s = i % kStages;
     const u32 phase = u32(i / kStages) & 1u;
     const bool partial = (n + 1) * kBN > kv.seqlen_k;
-    if (partial) {  // every V panel has landed before its rows past the end are cleared
+    if constexpr (kFullBarriers == 1) {
+      mbar_wait(full(s, 0), phase);
+      if (partial) clear_rows_past_end(n, s);
+      issue_qk(s, phase, true);
+    } else {
+      if (partial) {  // an fp8 cache's loader wrote the rows past the end as zeros
 #pragma unroll 1
-      for (int c = 0; c < kPanels; ++c) mbar_wait(full(s, c), phase);
-      if constexpr (!kFp8) clear_rows_past_end(n, s);  // an fp8 cache's loader wrote them as zeros
+        for (int c = 0; c < kPanels; ++c) mbar_wait(full(s, c), phase);
+      }
+      issue_qk(s, phase, partial);
     }
-    issue_qk(s, phase, partial);
     if constexpr (kOther) {
       add_other<kFresh>(i - 1);
       wgmma_wait<1>();  // S; P(i - 1) V(i - 1) runs through the softmax below
@@ -497,7 +519,7 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
       *bad_page_flag() = 0;
 #pragma unroll 1
       for (int s = 0; s < kStages; ++s) {
-        for (int c = 0; c < kPanels; ++c) sm90::mbar_init(full(s, c), kFp8 && c < kKPanels ? 32 : 1);
+        for (int c = 0; c < kFullBarriers; ++c) sm90::mbar_init(full(s, c), kFp8 && c < kKPanels ? 32 : 1);
         sm90::mbar_init(empty(s), kConsumers);
       }
       if constexpr (kFp8)
