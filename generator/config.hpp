@@ -92,6 +92,9 @@ struct Tuning {
   std::optional<int> consumer_warpgroups;  // sm90: MMA warpgroups (BM / 64)
   std::optional<int> num_warps;            // sm80: warps per CTA
   std::optional<KvLoads> kv_loads;         // decode: cp.async gathers or TMA boxes
+  // sm90: one in N of the softmax's exponentials on the FMA pipe instead of the SFU (0 or unset:
+  // none, 1: all). Left unset by resolve(), so other configs' canonical form is unchanged.
+  std::optional<int> exp2_fma_every;
   // The key length the kernel is expected to see: tiles left unset are chosen for it. Read by
   // resolve() and not kept in the resolved config, which names the tiles themselves.
   std::optional<int> seqlen_hint;

@@ -233,6 +233,9 @@ class Sm90Family final : public KernelFamily {
                         "\"transient\""});
     rules::not_for_family(t.num_warps, "num_warps", kName, issues);
     rules::not_for_family(t.kv_loads, "kv_loads", kName, issues);
+    if (t.exp2_fma_every && (*t.exp2_fma_every < 0 || *t.exp2_fma_every > 8))
+      bad("exp2_fma_every", *t.exp2_fma_every,
+          "must be 0 (every exponential on the SFU), 1 (all on the FMA pipe) or up to 8 (one in that many)");
     if (!issues.empty()) return;
     Sm90Tile tile{cwg, *t.BN, *t.num_kv_stages};
     int smem = smem_plan(c, tile, arch).bytes;
@@ -286,6 +289,7 @@ class Sm90Family final : public KernelFamily {
                      {"kDynamic", dynamic ? "true" : "false"},
                      {"kTmaStoreO", plan.o_slabs ? "true" : "false"},
                      {"kPairCta", *t.pair_cta ? "true" : "false"},
+                     {"kFmaExp2Every", std::to_string(t.exp2_fma_every.value_or(0))},
                      {"kQStages", std::to_string(plan.q_stages)},
                      {"kProducerRegs", std::to_string(producer_regs(cwg, fp8))},
                      {"kConsumerRegs", std::to_string(consumer_regs(cwg, fp8))},

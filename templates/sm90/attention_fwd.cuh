@@ -72,7 +72,7 @@ struct ForwardKernel {
   using State = PipelineState<kStages>;
   static constexpr bool kTransposeV = Layout::kTransposeV;
   using Transpose = VTranspose<T::kBlockN, T::kHeadDimV>;
-  using Softmax = OnlineSoftmax<T::kBlockN, kTransposeV ? 8 : 0>;
+  using Softmax = OnlineSoftmax<T::kBlockN, kTransposeV ? 8 : 0, T::kFmaExp2Every>;
   static constexpr int kPSteps = BN / Traits::kMmaK;  // K steps of P V; one u32[4] of P each
 
   // A rope part (T::kHeadDimRope, its own tensors q_rope and k_rope, 16-bit) lands in the panels

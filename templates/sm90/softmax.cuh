@@ -6,6 +6,9 @@
 // (per-token Q scales fold into it). fp8 probabilities take kPOffset 8: P lies in [0, 256], well
 // inside e4m3's 448 (no saturation), and small probabilities keep their mantissa bits instead of
 // falling into e4m3's subnormals; the offset cancels in O / sum and is taken out of the LSE.
+// kFmaExp2Every (tuning.exp2_fma_every) moves one in that many of the exponentials to the FMA
+// pipe (exp2_fma), so the SFU, 16 results a clock per SM, is not alone in computing a tile's
+// probabilities (FA4's split).
 #pragma once
 
 #include "common/element_traits.cuh"
@@ -23,7 +26,7 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-template <int kBlockN, int kPOffset = 0>
+template <int kBlockN, int kPOffset = 0, int kFmaExp2Every = 0>
 struct OnlineSoftmax {
   static constexpr int kRegs = kBlockN / 2;
   float max_scaled[2];  // running row max times scale_log2; -inf while the row saw no key
@@ -74,8 +77,10 @@ struct OnlineSoftmax {
     const float m0 = (max_scaled[0] == neg_inf() ? 0.f : max_scaled[0]) - kPOffset;
     const float m1 = (max_scaled[1] == neg_inf() ? 0.f : max_scaled[1]) - kPOffset;
 #pragma unroll
-    for (int i = 0; i < kRegs; ++i)
-      s[i] = exp2_approx(fmaf(s[i], scale_log2[(i & 2) ? 1 : 0], (i & 2) ? -m1 : -m0));
+    for (int i = 0; i < kRegs; ++i) {
+      const float x = fmaf(s[i], scale_log2[(i & 2) ? 1 : 0], (i & 2) ? -m1 : -m0);
+      s[i] = kFmaExp2Every > 0 && i % kFmaExp2Every == kFmaExp2Every - 1 ? exp2_fma(x) : exp2_approx(x);
+    }
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
       sum[0] += s[4 * j] + s[4 * j + 1];

@@ -65,7 +65,7 @@ TEST(Config, EqualityAndHashFollowTheCanonicalForm) {
   full["tuning"] = json::parse(R"({"family": "sm90", "BM": 128, "BN": 128, "num_kv_stages": 2,
       "num_qk_stages": 1, "num_pv_stages": 1, "swizzle": 128, "pair_cta": false,
       "splitk_partitions": 1, "scheduler": "dynamic", "consumer_warpgroups": 2, "seqlen_hint": 512,
-      "kv_loads": "tma"})");
+      "kv_loads": "tma", "exp2_fma_every": 4})");
   const Config c = parse_config(full);
   EXPECT_TRUE(c == parse_config(to_json(c)));
   EXPECT_EQ(ConfigHash()(c), ConfigHash()(parse_config(to_json(c))));
@@ -294,6 +294,30 @@ TEST(Config, Sm90Fp8RulesNameWhatTheFamilyLacks) {
   }
   fp8.erase("tuning");
   EXPECT_EQ(resolve(parse_config(fp8)).tuning.family, Family::sm90);
+}
+
+// tuning.exp2_fma_every: the sm90 family's, 0 to 8; the other families name it as not theirs;
+// unset, the resolved config does not name it (the canonical forms of other configs stay as they
+// were), set, it stays.
+TEST(Config, Exp2FmaEveryRules) {
+  json j = base();
+  for (int ok : {0, 1, 2, 8}) {
+    j["tuning"]["exp2_fma_every"] = ok;
+    EXPECT_TRUE(issues_of(j).empty()) << ok << ": " << first_message(j);
+    EXPECT_EQ(*resolve(parse_config(j)).tuning.exp2_fma_every, ok);
+  }
+  for (int bad : {-1, 9}) {
+    j["tuning"]["exp2_fma_every"] = bad;
+    EXPECT_TRUE(has_issue(issues_of(j), "tuning.exp2_fma_every")) << bad;
+  }
+  j["tuning"]["exp2_fma_every"] = 2;
+  j["arch"] = "sm_80";
+  EXPECT_TRUE(has_issue(issues_of(j), "tuning.exp2_fma_every"));
+  json decode = base();
+  decode["tuning"] = {{"max_seqlen_q", 1}, {"exp2_fma_every", 2}};
+  decode["kv_layout"] = {{"paged", true}, {"page_size", 16}};
+  EXPECT_TRUE(has_issue(issues_of(decode), "tuning.exp2_fma_every"));
+  EXPECT_FALSE(resolve(parse_config(base())).tuning.exp2_fma_every.has_value());
 }
 
 // 'a' targets exist from sm_90 on and 'f' targets from sm_100 on; anything else is rejected with

@@ -106,6 +106,36 @@ TEST_F(Sass, Sm90Fp8NopeBesideBf16RopeIssuesBoth) {
   EXPECT_EQ(count(sass, "HMMA."), 0u);
 }
 
+// tuning.exp2_fma_every moves exponentials from the SFU (MUFU.EX2) to the FMA pipe, whose
+// rounding step adds 1.5 * 2^23 (0x4b400000): fewer MUFU.EX2 with one in two, fewer still with
+// all (the running maxima's corrections stay on the SFU), and no such constant without it.
+TEST_F(Sass, Sm90Exp2FmaEveryMovesExponentialsOffTheSfu) {
+  for (DType dtype : {DType::bf16, DType::e4m3}) {
+    Config c;
+    c.arch = "sm_90a";
+    c.dtype.qkv = dtype;
+    c.head_dim = dtype == DType::bf16 ? HeadDims{64, 64, 0} : HeadDims{128, 128, 0};
+    c.mask = Mask::causal;
+    size_t ex2[3] = {0, 0, 0}, rounding[3] = {0, 0, 0};
+    for (int every : {0, 1, 2}) {
+      Config k = c;
+      if (every) k.tuning.exp2_fma_every = every;
+      const Config r = resolve(k);
+      ASSERT_EQ(*r.tuning.family, Family::sm90);
+      const std::string sass = disassemble(compile(generate(r)).cubin);
+      ex2[every] = count(sass, "MUFU.EX2");
+      rounding[every] = count(sass, "0x4b400000");
+    }
+    const std::string what = to_string(dtype);
+    EXPECT_GT(ex2[0], 0u) << what;
+    EXPECT_LT(ex2[2], ex2[0]) << what;
+    EXPECT_LT(ex2[1], ex2[2]) << what;
+    EXPECT_EQ(rounding[0], 0u) << what;
+    EXPECT_GT(rounding[2], 0u) << what;
+    EXPECT_GT(rounding[1], rounding[2]) << what;
+  }
+}
+
 TEST_F(Sass, Sm80KernelsIssueHmmaNotHgmma) {
   Config c;
   c.arch = "sm_80";

@@ -31,6 +31,7 @@ struct Fp8Case {
   int bn = 0;  // 0: the family's choice
   std::optional<DType> q_dtype = {};  // dtype.q: a 16-bit Q beside fp8 K and V
   ScaleLayout token_layout = ScaleLayout::positions;  // per-token K and V scales' layout
+  int exp2_fma_every = 0;  // tuning.exp2_fma_every (sm90): 0 leaves it unset
 };
 void PrintTo(const Fp8Case& c, std::ostream* os) { *os << c.label; }
 
@@ -48,7 +49,14 @@ Config fp8_config(const Fp8Case& k) {
   c.lse = true;
   c.tuning.family = k.family;
   if (k.bn) c.tuning.BN = k.bn;
+  if (k.exp2_fma_every) c.tuning.exp2_fma_every = k.exp2_fma_every;
   return c;
+}
+
+// Case `k` with one in `every` of the softmax's exponentials on the FMA pipe.
+Fp8Case exp2_on_fma(Fp8Case k, int every) {
+  k.exp2_fma_every = every;
+  return k;
 }
 
 ProblemShape fp8_shape(const Fp8Case& k) {
@@ -160,6 +168,13 @@ const std::vector<Fp8Case>& sm90_fp8_cases() {
        64, DType::bf16, Mask::none, 4, false, F},
       {"sm90_e5m2_nope_bf16_rope128_per_head_window", DType::e5m2, G::per_head, G::per_head, G::per_head, {}, 256, 128,
        128, DType::bf16, Mask::sliding_window, 2, true, F},
+      // tuning.exp2_fma_every: every exponential, or one in two, on the FMA pipe.
+      exp2_on_fma(Fp8Case{"sm90_e4m3_exp2_fma_all_causal", DType::e4m3, G::per_tensor, G::per_tensor, G::per_tensor, {},
+                          128, 128, 0, {}, Mask::causal, 1, false, F},
+                  1),
+      exp2_on_fma(Fp8Case{"sm90_e4m3_exp2_fma_half_per_token_q_varlen", DType::e4m3, G::per_token, G::per_head,
+                          G::per_head, DType::fp32, 128, 128, 0, {}, Mask::none, 4, true, F},
+                  2),
   };
   return cases;
 }

@@ -67,6 +67,20 @@ std::vector<MatrixCase> correctness_matrix() {
           out.push_back(c);
         }
   }
+  // tuning.exp2_fma_every on the sm90 family: every exponential, or one in two, on the FMA pipe.
+  struct Exp2Case { DType dt; int d; Mask mask; int group; bool varlen; int every; };
+  if (!only || std::string(only).find("sm90") != std::string::npos)
+    for (const Exp2Case& k : {Exp2Case{DType::bf16, 64, Mask::causal, 1, false, 1},
+                              Exp2Case{DType::bf16, 64, Mask::none, 4, true, 2},
+                              Exp2Case{DType::fp16, 128, Mask::causal, 4, false, 2},
+                              Exp2Case{DType::bf16, 256, Mask::sliding_window, 1, true, 1}}) {
+      MatrixCase c{"sm90", make("sm90", k.dt, k.dt, k.d, k.d, 0, k.mask, k.group, k.varlen, false), ""};
+      c.config.tuning.exp2_fma_every = k.every;
+      c.label = std::string("sm90_") + to_string(k.dt) + "_qk" + std::to_string(k.d) + "_v" + std::to_string(k.d) + "_" +
+                to_string(k.mask) + "_g" + std::to_string(k.group) + (k.varlen ? "_varlen" : "") + "_exp2fma" +
+                std::to_string(k.every);
+      out.push_back(c);
+    }
   return out;
 }
 
