@@ -25,8 +25,9 @@
 //               by its own V columns
 //   stats[3][2] per warpgroup slot, each row's running max, the tile's rescale factor, and at the
 //               end its share of the row sum (fp32, BM each)
-//   barriers    mbarriers: full[stages][64-column panels], empty[stages], P ready[2], P free[2],
-//               row sums ready; an fp8 cache's also staged[stages]
+//   barriers    mbarriers: full[stages][64-column panels] (a 16-bit cache's tile uses the
+//               first of its stage's), empty[stages], P ready[2], P free[2], row sums ready; an
+//               fp8 cache's also staged[stages]
 // An fp8 cache on the seesaw pass keeps its stages 16-bit (the nope columns dequantised into fp16
 // there, scales applied, by the loader warpgroup) and lands a tile's fp8 nope columns by TMA in
 // its own stage: each 128-column fp8 panel (BN x 128 bytes) in the second of the two 64-column
