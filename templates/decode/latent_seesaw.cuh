@@ -95,6 +95,10 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   // first panels, measured slower (H100, 128 heads, batch 64 x 16k: 513 against 551 TFLOP/s).
   // An fp8 cache's panels are dequantised by different loader warps: a barrier each.
   static constexpr int kFullBarriers = kFp8 ? kPanels : 1;
+  // A 16-bit tile's boxes per lane: one of all its nope panels and one of its rope panels where
+  // the tile lies inside a page (the host encodes such boxes), else one per panel.
+  static constexpr int kNopeBoxes = kBoxRows == kBN ? 1 : kKPanels;
+  static constexpr int kRopeBoxes = kBoxRows == kBN ? (kRopePanels > 0 ? 1 : 0) : kRopePanels;
   // An fp8 cache's 128-column panels of nope columns, one per loader warp.
   static constexpr int kStagedPanels = kFp8 ? kDN / 128 : 0;
   static constexpr float kRescaleLog2 = 8.f;  // a row's max moves when exceeded by more than this
@@ -166,20 +170,9 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
       if (i >= kStages) sm90::mbar_wait(empty(s), u32(i / kStages - 1) & 1u);
       if (lane == 0) sm90::mbar_arrive_expect_tx(full(s, 0), kPanels * kPanelBytes);
       __syncwarp();
-      if constexpr (kBoxRows == kBN) {
-        if (lane == 0) {
-          int row, outer;
-          this->box_place(n, entry, row, outer);
-          sm90::tma_load_5d(stage_base(s), &p.tma_k, full(s, 0), 0, row, 0, hk, outer, policy);
-          if constexpr (kRopePanels > 0)
-            sm90::tma_load_5d(stage_base(s) + kKPanels * kPanelBytes, &p.tma_k_rope, full(s, 0), 0, row, 0, hk,
-                              outer, policy);
-        }
-      } else {
-        load_boxes<0, kKPanels>(n, entry, stage_base(s), &p.tma_k, [&](int) { return full(s, 0); }, policy);
-        load_boxes<kKPanels, kRopePanels>(n, entry, stage_base(s), &p.tma_k_rope, [&](int) { return full(s, 0); },
-                                          policy);
-      }
+      load_boxes<0, kNopeBoxes>(n, entry, stage_base(s), &p.tma_k, [&](int) { return full(s, 0); }, policy);
+      load_boxes<kKPanels, kRopeBoxes>(n, entry, stage_base(s), &p.tma_k_rope, [&](int) { return full(s, 0); },
+                                       policy);
       entry = next;
     }
   }

@@ -44,6 +44,11 @@ std::vector<MatrixCase> correctness_matrix() {
                                        {192, 128, 0}, {128, 256, 0}, {192, 128, 64}};
   std::vector<MatrixCase> out;
   int index = 0;
+  auto label = [](const std::string& family, DType dt, DType out_dt, const Dims& d, Mask m, int group, bool varlen) {
+    return family + "_" + to_string(dt) + "_qk" + std::to_string(d.qk) + "_v" + std::to_string(d.v) +
+           (d.rope ? "_rope" + std::to_string(d.rope) : "") + "_" + to_string(m) + "_g" + std::to_string(group) +
+           (varlen ? "_varlen" : "") + (out_dt != dt ? std::string("_o") + to_string(out_dt) : "");
+  };
   // FLASHJIT_TEST_FAMILIES=sm90 (or sm80) limits the matrix to one family.
   const char* only = std::getenv("FLASHJIT_TEST_FAMILIES");
   for (const std::string family : {"sm80", "sm90"}) {
@@ -60,10 +65,7 @@ std::vector<MatrixCase> correctness_matrix() {
           const bool pair = family == "sm90" && (index % 5 == 1 || index % 5 == 3);
           ++index;
           MatrixCase c{family, make(family, dt, out_dt, d.qk, d.v, d.rope, m, group, varlen, pair), ""};
-          c.label = family + "_" + to_string(dt) + "_qk" + std::to_string(d.qk) + "_v" +
-                    std::to_string(d.v) + (d.rope ? "_rope" + std::to_string(d.rope) : "") + "_" +
-                    to_string(m) + "_g" + std::to_string(group) + (varlen ? "_varlen" : "") +
-                    (out_dt != dt ? std::string("_o") + to_string(out_dt) : "") + (pair ? "_pair" : "");
+          c.label = label(family, dt, out_dt, d, m, group, varlen) + (pair ? "_pair" : "");
           out.push_back(c);
         }
   }
@@ -76,8 +78,7 @@ std::vector<MatrixCase> correctness_matrix() {
                               Exp2Case{DType::bf16, 256, Mask::sliding_window, 1, true, 1}}) {
       MatrixCase c{"sm90", make("sm90", k.dt, k.dt, k.d, k.d, 0, k.mask, k.group, k.varlen, false), ""};
       c.config.tuning.exp2_fma_every = k.every;
-      c.label = std::string("sm90_") + to_string(k.dt) + "_qk" + std::to_string(k.d) + "_v" + std::to_string(k.d) + "_" +
-                to_string(k.mask) + "_g" + std::to_string(k.group) + (k.varlen ? "_varlen" : "") + "_exp2fma" +
+      c.label = label("sm90", k.dt, k.dt, Dims{k.d, k.d, 0}, k.mask, k.group, k.varlen) + "_exp2fma" +
                 std::to_string(k.every);
       out.push_back(c);
     }
