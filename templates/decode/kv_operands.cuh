@@ -7,7 +7,8 @@
 // sm_80 on runs: fp16 holds every e4m3 and e5m2 value exactly. The widening is bit placement:
 // an fp8 byte in the high byte of a 16-bit lane is the fp16 of an e5m2 value, and, with the
 // exponent and mantissa shifted right by one, the fp16 of an e4m3 value times 2^-8 (subnormals
-// included). The 2^8 goes into the score and output scales (kValueFactor).
+// included). The 2^8 goes into the score and output scales (kValueFactor). On sm_89 and sm_90,
+// e4m3 pairs widen with cvt.f16x2.e4m3x2 instead (exact values, one instruction a pair, kCvt).
 //   K: a 16-byte chunk of a key row holds 16 head-dim values, one k-step of m16n8k16. ldmatrix
 //   (b16) gives lane (g, t) the bytes d = 4t .. 4t + 3 of key g; the low pair is the B
 //   fragment's first register (k = 2t, 2t + 1), the high pair its second (k = 2t + 8, 2t + 9). So
@@ -65,11 +66,41 @@ struct KvOperands<E, QTile, kBN, kDQK, kDV, true> {
   using Operand = fp16_t;
   using KTile = SmemTile<kBN, kDQK / 2>;  // 16-bit units of two fp8 values
   using VTile = SmemTile<kBN, kDV / 2>;
-  static constexpr float kValueFactor = SameType<E, e4m3_t>::value ? 256.f : 1.f;
+  // e4m3 on sm_89 and sm_90: cvt.f16x2.e4m3x2 widens a pair exactly in one instruction, where the
+  // bit placement takes three (and leaves the values times 2^-8). e5m2's placement is one byte
+  // permute a pair already. sm_100a keeps the placement: its two-warp latent tile of V 256
+  // spills 20 bytes with the conversions.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && __CUDA_ARCH__ < 1000
+  static constexpr bool kCvt = SameType<E, e4m3_t>::value;
+#else
+  static constexpr bool kCvt = false;
+#endif
+  static constexpr float kValueFactor = SameType<E, e4m3_t>::value && !kCvt ? 256.f : 1.f;
   // Per-token V scales multiply P by each key's scale and this power of two before P V, which
   // keeps P in fp16's precise range (an e4m3 scale is about amax / 448, an e5m2 one amax /
   // 57344: P at most 0.57 / 1.14 amax); O then takes kValueFactor / kTokenPFactor.
   static constexpr float kTokenPFactor = SameType<E, e5m2_t>::value ? 65536.f : 256.f;
+
+  // A key row's four fp8 bytes from ldmatrix (b16) as the B fragment's two fp16x2 words: bytes
+  // 0, 1 (k slots 2t, 2t + 1) and 2, 3.
+  __device__ __forceinline__ static void widen_k(u32 x, u32& lo, u32& hi) {
+    if constexpr (kCvt) {
+      widen4_f16<E>(x, lo, hi);
+    } else {
+      lo = widen2<E, 0x1404>(x);
+      hi = widen2<E, 0x3424>(x);
+    }
+  }
+  // Two keys' two columns from ldmatrix.trans (b16), bytes (key 2t: c, c + 1; key 2t + 1: c,
+  // c + 1), as the even column's and the odd column's B words: bytes 0, 2 and 1, 3.
+  __device__ __forceinline__ static void widen_v(u32 x, u32& even, u32& odd) {
+    if constexpr (kCvt) {
+      widen4_f16<E>(__byte_perm(x, 0u, 0x3120), even, odd);
+    } else {
+      even = widen2<E, 0x2404>(x);
+      odd = widen2<E, 0x3414>(x);
+    }
+  }
 
   // Head-dim column (within a 16-column chunk) of Q's k slot s.
   __device__ __forceinline__ static constexpr int q_column(int s) {
@@ -88,10 +119,11 @@ struct KvOperands<E, QTile, kBN, kDQK, kDV, true> {
         // (keys 0..7, chunk 2cp), (keys 0..7, chunk 2cp + 1), (keys 8..15, 2cp), (keys 8..15, 2cp + 1)
         u32 b[4];
         sm80::ldmatrix_x4(b, KTile::ldm(lk, 2 * cp, 16 * np));
-        const u32 k00 = widen2<E, 0x1404>(b[0]), k01 = widen2<E, 0x3424>(b[0]);
-        const u32 k10 = widen2<E, 0x1404>(b[1]), k11 = widen2<E, 0x3424>(b[1]);
-        const u32 k20 = widen2<E, 0x1404>(b[2]), k21 = widen2<E, 0x3424>(b[2]);
-        const u32 k30 = widen2<E, 0x1404>(b[3]), k31 = widen2<E, 0x3424>(b[3]);
+        u32 k00, k01, k10, k11, k20, k21, k30, k31;
+        widen_k(b[0], k00, k01);
+        widen_k(b[1], k10, k11);
+        widen_k(b[2], k20, k21);
+        widen_k(b[3], k30, k31);
         if (cp == 0) {
           sm80::mma_16816_zero_c<fp16_t>(s[0][2 * np], a0, k00, k01);
           sm80::mma_16816_zero_c<fp16_t>(s[0][2 * np + 1], a0, k20, k21);
@@ -117,9 +149,11 @@ struct KvOperands<E, QTile, kBN, kDQK, kDV, true> {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int c = 2 * cp + h;
-          sm80::mma_16816<fp16_t>(o[0][2 * c], pa[0][kk], widen2<E, 0x2404>(b[2 * h]), widen2<E, 0x2404>(b[2 * h + 1]));
-          sm80::mma_16816<fp16_t>(o[0][2 * c + 1], pa[0][kk], widen2<E, 0x3414>(b[2 * h]),
-                                  widen2<E, 0x3414>(b[2 * h + 1]));
+          u32 even0, odd0, even1, odd1;
+          widen_v(b[2 * h], even0, odd0);
+          widen_v(b[2 * h + 1], even1, odd1);
+          sm80::mma_16816<fp16_t>(o[0][2 * c], pa[0][kk], even0, even1);
+          sm80::mma_16816<fp16_t>(o[0][2 * c + 1], pa[0][kk], odd0, odd1);
         }
       }
   }

@@ -127,10 +127,11 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
         // (keys 0..7, chunk c), (keys 0..7, c + 1), (keys 8..15, c), (keys 8..15, c + 1)
         u32 b[4];
         sm80::ldmatrix_x4(b, KTile::ldm(lks, 2 * kWarpsN * j, 16 * np));
-        const u32 k00 = widen2<E, 0x1404>(b[0]), k01 = widen2<E, 0x3424>(b[0]);
-        const u32 k10 = widen2<E, 0x1404>(b[1]), k11 = widen2<E, 0x3424>(b[1]);
-        const u32 k20 = widen2<E, 0x1404>(b[2]), k21 = widen2<E, 0x3424>(b[2]);
-        const u32 k30 = widen2<E, 0x1404>(b[3]), k31 = widen2<E, 0x3424>(b[3]);
+        u32 k00, k01, k10, k11, k20, k21, k30, k31;
+        Fp8Ops::widen_k(b[0], k00, k01);
+        Fp8Ops::widen_k(b[1], k10, k11);
+        Fp8Ops::widen_k(b[2], k20, k21);
+        Fp8Ops::widen_k(b[3], k30, k31);
         if (j % kBlockPairs == 0) {  // a block's first pair
           sm80::mma_16816_zero_c<fp16_t>(s[0][2 * np], qa[2 * j], k00, k01);
           sm80::mma_16816_zero_c<fp16_t>(s[0][2 * np + 1], qa[2 * j], k20, k21);
