@@ -55,8 +55,6 @@ bool shared_kv(const Config& c) { return c.kv_layout.shared_kv; }
 bool wgmma_pass(const Config& c) { return c.tuning.consumer_warpgroups.value_or(0) > 0; }
 bool latent_wgmma(const Config& c) { return shared_kv(c) && wgmma_pass(c); }
 
-// Exchange slots of a latent pass's partial scores (latent_regions.cuh).
-int exchange_slots(const Config& c) { return latent_wgmma(c) ? 1 : 2; }
 
 bool tma_loads(const Config& c) { return c.tuning.kv_loads == KvLoads::tma; }
 
@@ -146,7 +144,7 @@ bool seesaw_takes(const Config& c, const ArchInfo& arch) {
 
 int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
   if (shared_kv(c))
-    return decode::latent_regions({bm, bn, c.head_dim.qk, warps, stages, exchange_slots(c), latent_seesaw(c),
+    return decode::latent_regions({bm, bn, c.head_dim.qk, warps, stages, latent_seesaw(c),
                                    c.head_dim.rope, kv_bytes(c), c.scales.k == ScaleGranularity::per_token,
                                    c.k_scale_blocks()})
         .total;
@@ -154,6 +152,20 @@ int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
                                c.scales.k == ScaleGranularity::per_token, tma_loads(c),
                                c.scales.v == ScaleGranularity::per_token})
       .total;
+}
+
+// CTAs of the latent mma.sync pass that one SM holds (its launch bounds' minimum): as many as
+// shared memory allows (an SM has the opt-in limit plus 1 KB, and each CTA reserves 1 KB), while
+// each thread keeps at least kMinLatentRegisters. Four warps at 16 rows with an fp8 cache's two
+// stages of 32 keys (69 KB) are three; the other tiles' two (or one) leave the registers alone.
+constexpr int kMinLatentRegisters = 168;
+int min_blocks_per_sm(const Config& c, const ArchInfo& arch, int threads) {
+  if (!shared_kv(c) || wgmma_pass(c)) return 1;
+  const Tuning& t = c.tuning;
+  const int smem = smem_for(c, *t.BM, *t.BN, *t.num_warps, *t.num_kv_stages) + 1024;
+  const int by_smem = (arch.max_smem_per_block + 1024) / smem;
+  const int by_regs = arch.regs_per_sm / (threads * kMinLatentRegisters);
+  return std::max(1, std::min(by_smem, by_regs));
 }
 
 class DecodeFamily final : public KernelFamily {
@@ -318,7 +330,10 @@ class DecodeFamily final : public KernelFamily {
                                  {"kSmemBytes", std::to_string(s.launch.smem_bytes)},
                                  {"kTmaKv", tma_loads(c) ? "true" : "false"}};
     s.launch.uses_tma = tma_loads(c);
-    if (latent) constants.push_back({"kExchangeSlots", std::to_string(exchange_slots(c))});
+    const int min_blocks = min_blocks_per_sm(c, arch, threads);
+    if (latent) {
+      constants.push_back({"kMinBlocksPerSm", std::to_string(min_blocks)});
+    }
     // The GEMMs' element types: the cache's, or fp16 for an fp8 cache's dequantised stages (the
     // seesaw pass); a rope part of another type multiplies in its own Q K^T steps.
     const DType math = is_float8(c.dtype.qkv) ? DType::fp16 : c.dtype.qkv;
@@ -329,7 +344,7 @@ class DecodeFamily final : public KernelFamily {
                                                                          : std::string())
                     : std::string()) +
              "#include \"" + split_header + "\"\n#include \"decode/combine.cuh\"\n\n" +
-             emit::entry_function(s.launch.entry, threads, 1, split_body) +
+             emit::entry_function(s.launch.entry, threads, min_blocks, split_body) +
              emit::entry_function(symbol + "_combine", decode::kCombineThreads, 1, "flashjit::decode::combine");
     return s;
   }

@@ -9,11 +9,10 @@
 //               feeding both GEMMs
 //   rows[stages] each key row's element offsets in K and in the rope tensor (two int64, -1:
 //               zero-fill) for the tile in flight to each ring stage
-//   exchange[n] each warp's partial scores (16 x BN fp32, in fragment order): the warps of a row
+//   exchange    each warp's partial scores (16 x BN fp32, in fragment order): the warps of a row
 //               block split the head dim of Q K^T and add their parts. One slot is enough: the
 //               ring's barrier between two tiles' math separates a tile's reads from the next
-//               tile's writes. The wgmma pass keeps one; the mma.sync pass still keeps the two
-//               it was measured with (dropping one changes its shared memory and tiles per SM)
+//               tile's writes
 //   key scales[stages + 1]  per-token K scales (fp32) of each key row of an fp8 cache, when the
 //               config has them: one slot more than the ring, as in smem_regions.cuh; per-block
 //               scales (scales.k_block) [block][key row] in each slot
@@ -41,7 +40,6 @@ namespace flashjit::decode {
 
 struct LatentShape {
   int block_m, block_n, head_dim_qk, warps, stages;
-  int exchange_slots = 2;
   bool seesaw = false;  // the seesaw pass: warpgroups take alternate tiles, loaded by TMA
   int head_dim_rope = 0;
   int nope_bytes = 2;       // bytes of a nope element: 1 for an fp8 cache (its rope part is 16-bit)
@@ -81,7 +79,7 @@ FLASHJIT_HOST_DEVICE constexpr LatentRegions latent_regions(LatentShape s) {
   r.rows_slot_bytes = s.block_n * 2 * 8;
   r.exchange_offset = r.rows_offset + s.stages * r.rows_slot_bytes;
   r.exchange_slot_bytes = s.warps * 16 * s.block_n * 4;
-  r.key_scale_offset = r.exchange_offset + s.exchange_slots * r.exchange_slot_bytes;
+  r.key_scale_offset = r.exchange_offset + r.exchange_slot_bytes;
   r.key_scale_slot_bytes = s.key_scales ? s.key_scale_blocks * s.block_n * 4 : 0;
   r.flag_offset = (r.key_scale_offset + (s.stages + 1) * r.key_scale_slot_bytes + 15) / 16 * 16;
   r.total = r.flag_offset + 16;

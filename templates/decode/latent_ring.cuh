@@ -45,7 +45,7 @@ struct LatentRing : KeyRing<Derived, T> {
   static constexpr bool kDequantisedStages = kFp8 && T::kTmaKv;
   using QTile = sm80::SmemTile<kBM, kDQK>;
   using KTile = sm80::SmemTile<kBN, (kDequantisedStages ? kDN : kNopeUnits) + kDR>;
-  static constexpr LatentRegions kR = latent_regions({kBM, kBN, kDQK, kWarps, kStages, T::kExchangeSlots, /*seesaw=*/T::kTmaKv,
+  static constexpr LatentRegions kR = latent_regions({kBM, kBN, kDQK, kWarps, kStages, /*seesaw=*/T::kTmaKv,
                                                       kDR, ElementTraits<E>::kBytes, kKeyScales, kKeyBlocks});
 
   static_assert(T::kThreads == kThreads, "threads");

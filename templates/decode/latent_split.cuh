@@ -16,8 +16,9 @@
 // the tile and are widened to fp16 after ldmatrix (kv_operands.cuh); Q's nope columns are
 // dequantised into fp16 in the order of the widened k slots. A warp's nope k-steps are whole
 // 16-byte chunks (16 columns), two per ldmatrix, at the same places in every 128-column panel;
-// its rope k-steps are 16-bit, in their own accumulator, since K's scale multiplies the nope
-// scores only: S = nope x K's scale (per-token scales ride beside the row offsets) + rope. V is
+// its rope k-steps are 16-bit and accumulate onto the nope scores once those are scaled, since
+// K's scale multiplies the nope scores only: S = nope x K's scale (per-token scales ride beside
+// the row offsets) + rope. V is
 // the same fp8 columns, so P is multiplied by the per-token scales before P V (or K's per-tensor
 // scale goes into 1/sum); each warp's V columns are whole 128-column panels. Per-block scales
 // (scales.k_block, FlashMLA's fp8 rows: one per 128 columns) scale each block's partial scores,
@@ -62,6 +63,10 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
   // Per-block K scales (scales.k_block): a warp's chunk pair j covers columns [32 kWarpsN j,
   // 32 kWarpsN (j + 1)), so a block is kBlockPairs whole pairs; a warp's V columns lie in one block.
   static constexpr int kBlockCols = kDN / kKeyBlocks, kBlockPairs = kNopeSteps / 2 / kKeyBlocks;
+  // Two accumulator sets for the nope scores (even and odd chunks) halve the chains of dependent
+  // mma.sync; where three CTAs share an SM their twelve warps hide the chains and the registers
+  // (168 a thread) do not hold the second set.
+  static constexpr bool kTwoChains = T::kMinBlocksPerSm < 3;
 
   static_assert(kBM % 16 == 0 && kWarps % kWarpsM == 0, "warps cover the row blocks evenly");
   // Whole 64-column panels keep every ldmatrix address a lane constant plus an immediate: a
@@ -85,8 +90,8 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
 
   __device__ __forceinline__ explicit LatentSplit(const AttentionParams& params) : Base(params) {}
 
-  __device__ __forceinline__ float4* exchange(int slot, int w) const {
-    return reinterpret_cast<float4*>(smem + kR.exchange_offset + slot * kR.exchange_slot_bytes) + w * kNT * 32;
+  __device__ __forceinline__ float4* exchange(int w) const {
+    return reinterpret_cast<float4*>(smem + kR.exchange_offset) + w * kNT * 32;
   }
 
   // After the first tile's barrier, Q has arrived: this warp's Q fragments, kept for the launch.
@@ -117,7 +122,7 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
   // per-block K scales each block's chunk pairs are summed on their own and added into s_nope
   // times their keys' scales of that block.
   __device__ __forceinline__ void scores_fp8(float (&s)[1][kNT][4], int n, int stage) const {
-    float s_odd[1][kNT][4], s_rope[1][kNT][4];
+    float s_odd[1][kNT][4];
     float s_nope[1][kNT][4];  // per-block scales only
     const sm80::LanePart lks = lk.plus(stage * kR.kv_stage_bytes);
 #pragma unroll
@@ -132,16 +137,20 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
         Fp8Ops::widen_k(b[1], k10, k11);
         Fp8Ops::widen_k(b[2], k20, k21);
         Fp8Ops::widen_k(b[3], k30, k31);
+        float(&odd)[1][kNT][4] = kTwoChains ? s_odd : s;
         if (j % kBlockPairs == 0) {  // a block's first pair
           sm80::mma_16816_zero_c<fp16_t>(s[0][2 * np], qa[2 * j], k00, k01);
           sm80::mma_16816_zero_c<fp16_t>(s[0][2 * np + 1], qa[2 * j], k20, k21);
-          sm80::mma_16816_zero_c<fp16_t>(s_odd[0][2 * np], qa[2 * j + 1], k10, k11);
-          sm80::mma_16816_zero_c<fp16_t>(s_odd[0][2 * np + 1], qa[2 * j + 1], k30, k31);
         } else {
           sm80::mma_16816<fp16_t>(s[0][2 * np], qa[2 * j], k00, k01);
           sm80::mma_16816<fp16_t>(s[0][2 * np + 1], qa[2 * j], k20, k21);
-          sm80::mma_16816<fp16_t>(s_odd[0][2 * np], qa[2 * j + 1], k10, k11);
-          sm80::mma_16816<fp16_t>(s_odd[0][2 * np + 1], qa[2 * j + 1], k30, k31);
+        }
+        if (kTwoChains && j % kBlockPairs == 0) {
+          sm80::mma_16816_zero_c<fp16_t>(odd[0][2 * np], qa[2 * j + 1], k10, k11);
+          sm80::mma_16816_zero_c<fp16_t>(odd[0][2 * np + 1], qa[2 * j + 1], k30, k31);
+        } else {
+          sm80::mma_16816<fp16_t>(odd[0][2 * np], qa[2 * j + 1], k10, k11);
+          sm80::mma_16816<fp16_t>(odd[0][2 * np + 1], qa[2 * j + 1], k30, k31);
         }
       }
       if constexpr (kKeyBlocks > 1)
@@ -152,35 +161,17 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
             const float2 k = *reinterpret_cast<const float2*>(key_scale_slot(n, block) + 8 * jn + 2 * t);
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              const float part = (s[0][jn][e] + s_odd[0][jn][e]) * (e % 2 ? k.y : k.x);
+              const float part = (s[0][jn][e] + (kTwoChains ? s_odd[0][jn][e] : 0.f)) * (e % 2 ? k.y : k.x);
               s_nope[0][jn][e] = block == 0 ? part : s_nope[0][jn][e] + part;
             }
           }
         }
     }
-    using R = typename T::RopeElement;
-#pragma unroll
-    for (int r = 0; r < kRopeSteps; ++r)
-#pragma unroll
-      for (int np = 0; np < kNT / 2; ++np) {
-        u32 bk[4];
-        sm80::ldmatrix_x4(bk, KTile::ldm(lks, kNopeChunks + 2 * kWarpsN * r, 16 * np));
-        if (r == 0) {
-          sm80::mma_16816_zero_c<R>(s_rope[0][2 * np], qa[kNopeSteps], bk[0], bk[1]);
-          sm80::mma_16816_zero_c<R>(s_rope[0][2 * np + 1], qa[kNopeSteps], bk[2], bk[3]);
-        } else {
-          sm80::mma_16816<R>(s_rope[0][2 * np], qa[kNopeSteps + r], bk[0], bk[1]);
-          sm80::mma_16816<R>(s_rope[0][2 * np + 1], qa[kNopeSteps + r], bk[2], bk[3]);
-        }
-      }
 #pragma unroll
     for (int j = 0; j < kNT; ++j) {
       if constexpr (kKeyBlocks > 1) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[0][j][e] = s_nope[0][j][e] * nope_factor;
-          if constexpr (kRopeSteps > 0) s[0][j][e] += s_rope[0][j][e];
-        }
+        for (int e = 0; e < 4; ++e) s[0][j][e] = s_nope[0][j][e] * nope_factor;
         continue;
       }
       float f0 = nope_factor, f1 = nope_factor;
@@ -190,11 +181,19 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
         f1 *= k.y;
       }
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[0][j][e] = (s[0][j][e] + s_odd[0][j][e]) * (e % 2 ? f1 : f0);
-        if constexpr (kRopeSteps > 0) s[0][j][e] += s_rope[0][j][e];
-      }
+      for (int e = 0; e < 4; ++e) s[0][j][e] = (s[0][j][e] + (kTwoChains ? s_odd[0][j][e] : 0.f)) * (e % 2 ? f1 : f0);
     }
+    // The rope part is not scaled: its steps accumulate onto the scaled nope scores.
+    using R = typename T::RopeElement;
+#pragma unroll
+    for (int r = 0; r < kRopeSteps; ++r)
+#pragma unroll
+      for (int np = 0; np < kNT / 2; ++np) {
+        u32 bk[4];
+        sm80::ldmatrix_x4(bk, KTile::ldm(lks, kNopeChunks + 2 * kWarpsN * r, 16 * np));
+        sm80::mma_16816<R>(s[0][2 * np], qa[kNopeSteps + r], bk[0], bk[1]);
+        sm80::mma_16816<R>(s[0][2 * np + 1], qa[kNopeSteps + r], bk[2], bk[3]);
+      }
   }
 
   __device__ __forceinline__ void compute(int n, int stage, int i) {
@@ -234,16 +233,16 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
   // The row block's scores from the warps' parts, the mask, the softmax, and P V.
   __device__ __forceinline__ void finish_tile(float (&s)[1][kNT][4], int n, int stage, int i) {
     if constexpr (kWarpsN > 1) {  // add the row block's parts, every warp in the same order
-      float4* mine = exchange(i & 1, warp);
+      float4* mine = exchange(warp);
 #pragma unroll
       for (int j = 0; j < kNT; ++j) mine[j * 32 + lane] = make_float4(s[0][j][0], s[0][j][1], s[0][j][2], s[0][j][3]);
       __syncthreads();
 #pragma unroll
       for (int j = 0; j < kNT; ++j) {
-        float4 sum = exchange(i & 1, wm)[j * 32 + lane];
+        float4 sum = exchange(wm)[j * 32 + lane];
 #pragma unroll
         for (int w = 1; w < kWarpsN; ++w) {
-          const float4 x = exchange(i & 1, w * kWarpsM + wm)[j * 32 + lane];
+          const float4 x = exchange(w * kWarpsM + wm)[j * 32 + lane];
           sum.x += x.x;
           sum.y += x.y;
           sum.z += x.z;

@@ -53,7 +53,6 @@ struct LatentWgmma : LatentRing<LatentWgmma<T>, T> {
   static_assert(kVCols % 64 == 0 && kVCols <= 256 && kDV <= kDN,
                 "each warpgroup's V columns are whole panels of the nope part, one wgmma wide");
   static_assert(kBN % 16 == 0 && kBN <= 256, "16-key steps of one wgmma width");
-  static_assert(T::kExchangeSlots == 1, "one exchange slot (see latent_regions.cuh)");
   static_assert(kR.q_offset % 1024 == 0 && kR.kv_offset % 1024 == 0 && kR.kv_stage_bytes % 1024 == 0 &&
                     (kBN * 128) % 1024 == 0,
                 "128-byte-swizzled panels start on 1 KB");

@@ -62,8 +62,8 @@ TEST(LatentDecode, TilesAndSharedMemory) {
   const Config r16 = resolve(mla(16, 1));
   EXPECT_EQ(tile_of(r16), (LatentTile{0, KvLoads::cp_async, 16, 4, 32, 2}));
   // Q 16 x 576, two stages of 32 x 576 (K, V within it), two row-offset slots of 32 x 16
-  // bytes, two exchange slots of 4 warps x 16 x 32 floats, the flag: two CTAs fit an H200 SM.
-  const int want = 16 * 576 * 2 + 2 * 32 * 576 * 2 + 2 * 32 * 16 + 2 * 4 * 16 * 32 * 4 + 16;
+  // bytes, one exchange slot of 4 warps x 16 x 32 floats, the flag: two CTAs fit an H200 SM.
+  const int want = 16 * 576 * 2 + 2 * 32 * 576 * 2 + 2 * 32 * 16 + 4 * 16 * 32 * 4 + 16;
   EXPECT_EQ(generate(r16).launch.smem_bytes, want);
   EXPECT_EQ(decode::latent_regions({16, 32, 576, 4, 2}).total, want);
   EXPECT_LE(2 * want, 228 * 1024);
@@ -148,10 +148,10 @@ TEST(LatentDecode, Fp8CacheTilesAndSharedMemory) {
   const Config r16 = resolve(mla_fp8(16, 1));
   EXPECT_EQ(tile_of(r16), (LatentTile{0, KvLoads::cp_async, 16, 4, 32, 3}));
   // Q 16 x 576 (16-bit), three stages of 32 x (512 + 64 x 2) bytes, three row-offset slots,
-  // two exchange slots, four slots of 32 per-token K scales, the flag: two CTAs an SM.
-  const int want = 16 * 576 * 2 + 3 * 32 * 640 + 3 * 32 * 16 + 2 * 4 * 16 * 32 * 4 + 4 * 32 * 4 + 16;
+  // one exchange slot, four slots of 32 per-token K scales, the flag: two CTAs an SM.
+  const int want = 16 * 576 * 2 + 3 * 32 * 640 + 3 * 32 * 16 + 4 * 16 * 32 * 4 + 4 * 32 * 4 + 16;
   EXPECT_EQ(generate(r16).launch.smem_bytes, want);
-  EXPECT_EQ(decode::latent_regions({16, 32, 576, 4, 3, 2, false, 64, 1, true}).total, want);
+  EXPECT_EQ(decode::latent_regions({16, 32, 576, 4, 3, false, 64, 1, true}).total, want);
   EXPECT_LE(2 * want, 227 * 1024);
   // From 64 packed rows on sm_90a: the seesaw pass on fp16 stages, as many as a 16-bit cache's
   // (the fp8 nope columns land inside them). Q 64 x 576 (16-bit), four stages of 32 x 576 16-bit,
@@ -178,13 +178,47 @@ TEST(LatentDecode, Fp8CacheTilesAndSharedMemory) {
   v256.head_dim.v = 256;
   EXPECT_EQ(*resolve(v256).tuning.num_warps, 2);
   for (const char* arch : {"sm_80", "sm_90a", "sm_100a"}) EXPECT_TRUE(check_config(mla_fp8(64, 1, arch)).empty()) << arch;
-  // An sm_89's 99 KB: three stages of 16 rows' tiles, two of 32 rows' do not fit.
+  // An sm_89's 99 KB: three stages of 16 rows' tiles, two of 32 rows' (95,648 bytes), three
+  // of those not.
   EXPECT_EQ(*resolve(mla_fp8(16, 1, "sm_89")).tuning.num_kv_stages, 3);
-  EXPECT_EQ(issue_paths(mla_fp8(64, 1, "sm_89")), std::set<std::string>{"tuning.num_kv_stages"});
+  EXPECT_EQ(*resolve(mla_fp8(64, 1, "sm_89")).tuning.num_kv_stages, 2);
+  EXPECT_EQ(generate(resolve(mla_fp8(64, 1, "sm_89"))).launch.smem_bytes,
+            32 * 576 * 2 + 2 * 32 * 640 + 2 * 32 * 16 + 8 * 16 * 32 * 4 + 3 * 32 * 4 + 16);
+  Config three89 = mla_fp8(64, 1, "sm_89");
+  three89.tuning.num_kv_stages = 3;
+  EXPECT_EQ(issue_paths(three89), std::set<std::string>{"tuning.num_kv_stages"});
   // The reference dequantises V with K's scales (a shared K/V trait of its own).
   const KernelSource ref = generate_reference(mla_fp8(16, 1));
   EXPECT_NE(ref.unit.find("kSharedKv = true"), std::string::npos);
   EXPECT_NO_THROW(compile(ref));
+}
+
+// The mma.sync pass's launch bounds ask for the CTAs an SM's shared memory holds while each thread
+// keeps 168 registers; three CTAs an SM drop the second accumulator set of the fp8 nope scores.
+TEST(LatentDecode, LaunchBoundsFollowTheCtasAnSmHolds) {
+  auto bounds = [](const Config& c) {
+    const std::string unit = generate(resolve(c)).unit;
+    const auto split = unit.find("_split(");
+    const auto at = unit.rfind("__launch_bounds__(", split);
+    return unit.substr(at, unit.find(')', at) - at + 1);
+  };
+  // fp8, 16 rows, three stages (90,128 bytes): two CTAs an SM on sm_90a.
+  EXPECT_EQ(bounds(mla_fp8(16, 1)), "__launch_bounds__(128, 2)");
+  // Two stages (69,008 bytes): three on sm_90a (233,472 bytes an SM), two on sm_80 (167,936).
+  Config two = mla_fp8(16, 1);
+  two.tuning.num_kv_stages = 2;
+  const std::string unit = generate(resolve(two)).unit;
+  EXPECT_NE(unit.find("kMinBlocksPerSm = 3"), std::string::npos);
+  EXPECT_EQ(bounds(two), "__launch_bounds__(128, 3)");
+  Config two80 = mla_fp8(16, 1, "sm_80");
+  two80.tuning.num_kv_stages = 2;
+  EXPECT_EQ(bounds(two80), "__launch_bounds__(128, 2)");
+  // A 16-bit cache's 16 rows (101,392 bytes): two. Eight warps at 32 rows: one, since three
+  // hundred-odd registers a thread would not be left for two.
+  EXPECT_EQ(bounds(mla(16, 1)), "__launch_bounds__(128, 2)");
+  EXPECT_EQ(bounds(mla(32, 1)), "__launch_bounds__(256, 1)");
+  // The wgmma passes keep one.
+  EXPECT_EQ(bounds(mla(128, 1)), "__launch_bounds__(384, 1)");
 }
 
 // FlashMLA's fp8 latent rows (512 e4m3 + four fp32 scales + 64 bf16 rope, 656 bytes): per-token K
@@ -201,7 +235,7 @@ TEST(LatentDecode, PerBlockKeyScales) {
   EXPECT_NE(src.unit.find("kKScaleBlocks = 4"), std::string::npos);
   EXPECT_EQ(nlohmann::json::parse(canonical_json(r))["scales"]["k_block"], 128);
   // Four scales per key row in each of the four scale slots (three stages and one ahead).
-  const int want = 16 * 576 * 2 + 3 * 32 * 640 + 3 * 32 * 16 + 2 * 4 * 16 * 32 * 4 + 4 * 4 * 32 * 4 + 16;
+  const int want = 16 * 576 * 2 + 3 * 32 * 640 + 3 * 32 * 16 + 4 * 16 * 32 * 4 + 4 * 4 * 32 * 4 + 16;
   EXPECT_EQ(src.launch.smem_bytes, want);
   // One scale a row: neither the trait nor the key in the canonical config.
   Config one = c;
