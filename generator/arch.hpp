@@ -20,6 +20,9 @@ struct ArchInfo {
   bool has_wgmma() const { return major == 9 && suffix == 'a'; }
   bool has_tma() const { return major >= 9; }
   bool has_tcgen05() const { return major == 10 && (suffix == 'a' || suffix == 'f'); }
+  // CTAs of `smem_bytes` dynamic shared memory that one SM holds: an SM has the opt-in limit
+  // plus 1 KB, and each CTA reserves 1 KB beside its own.
+  int ctas_by_smem(int smem_bytes) const { return (max_smem_per_block + 1024) / (smem_bytes + 1024); }
 };
 
 // Parses "sm_XY", "sm_XYa", "sm_XYf" (also "compute_" is rejected: flashjit always emits cubins).

@@ -55,7 +55,6 @@ bool shared_kv(const Config& c) { return c.kv_layout.shared_kv; }
 bool wgmma_pass(const Config& c) { return c.tuning.consumer_warpgroups.value_or(0) > 0; }
 bool latent_wgmma(const Config& c) { return shared_kv(c) && wgmma_pass(c); }
 
-
 bool tma_loads(const Config& c) { return c.tuning.kv_loads == KvLoads::tma; }
 
 // The latent seesaw pass: wgmma warpgroups on alternate key tiles, loaded by TMA.
@@ -155,15 +154,13 @@ int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
 }
 
 // CTAs of the latent mma.sync pass that one SM holds (its launch bounds' minimum): as many as
-// shared memory allows (an SM has the opt-in limit plus 1 KB, and each CTA reserves 1 KB), while
-// each thread keeps at least kMinLatentRegisters. Four warps at 16 rows with an fp8 cache's two
+// shared memory allows, while each thread keeps at least kMinLatentRegisters. Four warps at 16 rows with an fp8 cache's two
 // stages of 32 keys (69 KB) are three; the other tiles' two (or one) leave the registers alone.
 constexpr int kMinLatentRegisters = 168;
 int min_blocks_per_sm(const Config& c, const ArchInfo& arch, int threads) {
   if (!shared_kv(c) || wgmma_pass(c)) return 1;
   const Tuning& t = c.tuning;
-  const int smem = smem_for(c, *t.BM, *t.BN, *t.num_warps, *t.num_kv_stages) + 1024;
-  const int by_smem = (arch.max_smem_per_block + 1024) / smem;
+  const int by_smem = arch.ctas_by_smem(smem_for(c, *t.BM, *t.BN, *t.num_warps, *t.num_kv_stages));
   const int by_regs = arch.regs_per_sm / (threads * kMinLatentRegisters);
   return std::max(1, std::min(by_smem, by_regs));
 }
@@ -331,9 +328,7 @@ class DecodeFamily final : public KernelFamily {
                                  {"kTmaKv", tma_loads(c) ? "true" : "false"}};
     s.launch.uses_tma = tma_loads(c);
     const int min_blocks = min_blocks_per_sm(c, arch, threads);
-    if (latent) {
-      constants.push_back({"kMinBlocksPerSm", std::to_string(min_blocks)});
-    }
+    if (latent) constants.push_back({"kMinBlocksPerSm", std::to_string(min_blocks)});
     // The GEMMs' element types: the cache's, or fp16 for an fp8 cache's dequantised stages (the
     // seesaw pass); a rope part of another type multiplies in its own Q K^T steps.
     const DType math = is_float8(c.dtype.qkv) ? DType::fp16 : c.dtype.qkv;

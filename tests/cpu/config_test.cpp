@@ -322,6 +322,17 @@ TEST(Config, Exp2FmaEveryRules) {
 
 // 'a' targets exist from sm_90 on and 'f' targets from sm_100 on; anything else is rejected with
 // the rule it breaks (NVRTC would only fail later).
+// An SM's shared memory: the opt-in limit plus 1 KB, and 1 KB reserved beside each CTA's own
+// (228 KB on sm_90a, 164 KB on sm_80, 100 KB on sm_89).
+TEST(Config, CtasThatAnSmsSharedMemoryHolds) {
+  EXPECT_EQ(parse_arch("sm_90a")->ctas_by_smem(69008), 3);   // 3 x 70,032 <= 233,472
+  EXPECT_EQ(parse_arch("sm_90a")->ctas_by_smem(76800), 3);   // 3 x 77,824 = 233,472 exactly
+  EXPECT_EQ(parse_arch("sm_90a")->ctas_by_smem(76801), 2);
+  EXPECT_EQ(parse_arch("sm_80")->ctas_by_smem(69008), 2);    // 167,936 bytes an SM
+  EXPECT_EQ(parse_arch("sm_89")->ctas_by_smem(49152), 2);    // 102,400 bytes an SM
+  EXPECT_EQ(parse_arch("sm_90a")->ctas_by_smem(232448), 1);
+}
+
 TEST(Config, ArchSuffixesFollowTheRulesOfEachArch) {
   for (const char* good : {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_100f", "sm_103f",
                            "sm_120a", "sm_121f"})
