@@ -95,6 +95,10 @@ struct Tuning {
   // sm90: one in N of the softmax's exponentials on the FMA pipe instead of the SFU (0 or unset:
   // none, 1: all). Left unset by resolve(), so other configs' canonical form is unchanged.
   std::optional<int> exp2_fma_every;
+  // decode, latent caches on mma.sync warps (sm_90a): S = Q K^T computed as its transpose
+  // K Q^T by the four warps as one wgmma warpgroup, a tile's 64 keys as wgmma's rows, instead of
+  // each warp's share of the head dim and the exchange of partial sums. Unset: false.
+  std::optional<bool> swap_qk;
   // The key length the kernel is expected to see: tiles left unset are chosen for it. Read by
   // resolve() and not kept in the resolved config, which names the tiles themselves.
   std::optional<int> seqlen_hint;

@@ -57,6 +57,11 @@ bool latent_wgmma(const Config& c) { return shared_kv(c) && wgmma_pass(c); }
 
 bool tma_loads(const Config& c) { return c.tuning.kv_loads == KvLoads::tma; }
 
+// The latent mma.sync pass with S = Q K^T computed as K Q^T by one wgmma warpgroup
+// (tuning.swap_qk): a tile's 64 keys are wgmma's rows.
+bool swap_qk(const Config& c) { return shared_kv(c) && c.tuning.swap_qk.value_or(false); }
+constexpr int kSwapQkKeys = 64;
+
 // The latent seesaw pass: wgmma warpgroups on alternate key tiles, loaded by TMA.
 bool latent_seesaw(const Config& c) { return latent_wgmma(c) && tma_loads(c); }
 constexpr int kSeesawWarps = 12;  // two wgmma warpgroups and a loader warpgroup
@@ -145,7 +150,7 @@ int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
   if (shared_kv(c))
     return decode::latent_regions({bm, bn, c.head_dim.qk, warps, stages, latent_seesaw(c),
                                    c.head_dim.rope, kv_bytes(c), c.scales.k == ScaleGranularity::per_token,
-                                   c.k_scale_blocks()})
+                                   c.k_scale_blocks(), swap_qk(c)})
         .total;
   return decode::smem_regions({bm, bn, c.head_dim.qk, c.head_dim.v, warps, stages, kv_bytes(c),
                                c.scales.k == ScaleGranularity::per_token, tma_loads(c),
@@ -267,6 +272,8 @@ class DecodeFamily final : public KernelFamily {
           "the decode family takes 1 to " + std::to_string(kMaxTokens) + " query tokens per sequence (1 to " +
               std::to_string(kLatentMaxTokens) + " with a latent cache, kv_layout.shared_kv: chunked prefill)");
     if (shared_kv(c)) return check_latent(c, arch, issues);
+    if (t.swap_qk.value_or(false))
+      issues.push_back({"tuning.swap_qk", "true", "takes a latent cache (kv_layout.shared_kv)"});
     const int bm = *t.BM, warps = *t.num_warps, bn = *t.BN, cwg = *t.consumer_warpgroups;
     if (bm != 16 && bm != 32 && bm != 64 && (bm != 128 || cwg != 2))
       bad("BM", bm, "must be 16, 32 or 64 (one to four 16-row warps), or 128 with two wgmma warpgroups");
@@ -328,16 +335,25 @@ class DecodeFamily final : public KernelFamily {
                                  {"kTmaKv", tma_loads(c) ? "true" : "false"}};
     s.launch.uses_tma = tma_loads(c);
     const int min_blocks = min_blocks_per_sm(c, arch, threads);
-    if (latent) constants.push_back({"kMinBlocksPerSm", std::to_string(min_blocks)});
+    if (latent) {
+      constants.push_back({"kMinBlocksPerSm", std::to_string(min_blocks)});
+      constants.push_back({"kSwapQk", swap_qk(c) ? "true" : "false"});
+    }
     // The GEMMs' element types: the cache's, or fp16 for an fp8 cache's dequantised stages (the
     // seesaw pass); a rope part of another type multiplies in its own Q K^T steps.
     const DType math = is_float8(c.dtype.qkv) ? DType::fp16 : c.dtype.qkv;
     const DType rope = c.dtype.rope.value_or(math);
-    s.unit = emit::unit_header(s.name, c) + emit::traits_struct(c, constants) +
-             (wgmma ? "#include \"sm90/wgmma.cuh\"\n\n" + wgmma::specialisations(math, widths) +
-                          (latent && c.head_dim.rope > 0 && rope != math ? wgmma::specialisations(rope, {*t.BN})
-                                                                         : std::string())
-                    : std::string()) +
+    // Swapped Q K^T: m64n16 wgmmas of the cache's type (k32 for fp8) and of the rope part's.
+    std::string wgmma_source;
+    if (wgmma)
+      wgmma_source = "#include \"sm90/wgmma.cuh\"\n\n" + wgmma::specialisations(math, widths) +
+                     (latent && c.head_dim.rope > 0 && rope != math ? wgmma::specialisations(rope, {*t.BN}) : std::string());
+    else if (swap_qk(c))
+      wgmma_source = "#include \"sm90/wgmma.cuh\"\n\n" + wgmma::specialisations(c.dtype.qkv, {*t.BM}) +
+                     (c.head_dim.rope > 0 && c.dtype.rope.value_or(c.dtype.qkv) != c.dtype.qkv
+                          ? wgmma::specialisations(*c.dtype.rope, {*t.BM})
+                          : std::string());
+    s.unit = emit::unit_header(s.name, c) + emit::traits_struct(c, constants) + wgmma_source +
              "#include \"" + split_header + "\"\n#include \"decode/combine.cuh\"\n\n" +
              emit::entry_function(s.launch.entry, threads, min_blocks, split_body) +
              emit::entry_function(symbol + "_combine", decode::kCombineThreads, 1, "flashjit::decode::combine");
@@ -430,10 +446,10 @@ class DecodeFamily final : public KernelFamily {
       const int warps_n = is_float8(c.dtype.qkv) ? c.head_dim.v / 128 : c.head_dim.v >= 256 ? 4 : 2;
       t.num_warps = seesaw ? kSeesawWarps : wgmma ? 8 : warps_n * (*t.BM / 16);
     }
-    if (!t.BN) t.BN = seesaw ? kSeesawKeys : wgmma ? 48 : 32;
+    if (!t.BN) t.BN = seesaw ? kSeesawKeys : wgmma ? 48 : swap_qk(c) ? kSwapQkKeys : 32;
     if (!t.num_kv_stages) {
       // The seesaw pass: four stages at 576 columns (an fp8 cache's too: its tiles land inside them).
-      int stages = seesaw ? 4 : fp8 ? kFp8LatentStages : 2;
+      int stages = seesaw ? 4 : fp8 && !swap_qk(c) ? kFp8LatentStages : 2;
       while (stages > (seesaw ? 3 : 2) && smem_for(c, *t.BM, *t.BN, *t.num_warps, stages) > arch.max_smem_per_block) --stages;
       t.num_kv_stages = stages;
     }
@@ -448,6 +464,8 @@ class DecodeFamily final : public KernelFamily {
     };
     const int bm = *t.BM, warps = *t.num_warps, bn = *t.BN, cwg = *t.consumer_warpgroups;
     if (bn < 16 || bn > 128 || bn % 16) bad("BN", bn, "must be a multiple of 16 from 16 to 128");
+    if (swap_qk(c) && cwg != 0)
+      issues.push_back({"tuning.swap_qk", "true", "takes the mma.sync pass (tuning.consumer_warpgroups 0)"});
     if (t.kv_loads == KvLoads::tma) {
       if (cwg != 2)
         issues.push_back({"tuning.kv_loads", "\"tma\"",
@@ -486,6 +504,7 @@ class DecodeFamily final : public KernelFamily {
       bad("BM", bm, "must be 16, 32 or 64 (one to four 16-row warp blocks)");
       return;
     }
+    if (swap_qk(c)) check_swap_qk(c, arch, issues);
     const int blocks = bm / 16, warps_n = warps / blocks;
     if (warps % blocks || (warps_n != 1 && warps_n != 2 && warps_n != 4))
       bad("num_warps", warps, "must be 1, 2 or 4 warps per 16-row block (BM / 16 = " + std::to_string(blocks) +
@@ -498,6 +517,29 @@ class DecodeFamily final : public KernelFamily {
                                   " V columns must lie in one block of scales.k_block " + std::to_string(kb) +
                                   " columns (its P takes that block's scales)");
     check_ring_and_grid(c, arch, issues);
+  }
+
+  // tuning.swap_qk: one wgmma warpgroup (the four warps of one 16-row block) multiplies each
+  // tile's 64 keys by Q's 16 rows, both operands K-major from shared memory in the ring's
+  // 128-byte panels; Q stays in the cache's type, so its scale applies to S, as K's does.
+  static void check_swap_qk(const Config& c, const ArchInfo& arch, std::vector<ConfigIssue>& issues) {
+    const Tuning& t = c.tuning;
+    auto bad = [&](const char* f, int v, std::string rule) {
+      issues.push_back({std::string("tuning.") + f, std::to_string(v), std::move(rule)});
+    };
+    if (auto target = wgmma_target_issue(arch))
+      return issues.push_back({"tuning.swap_qk", "true", *target});
+    if (*t.BM != 16) bad("BM", *t.BM, "must be 16 with tuning.swap_qk (Q's 16 rows are the wgmma's N)");
+    if (*t.num_warps != 4) bad("num_warps", *t.num_warps, "must be 4 with tuning.swap_qk (one wgmma warpgroup)");
+    if (*t.BN != kSwapQkKeys) bad("BN", *t.BN, "must be 64 with tuning.swap_qk (a tile's keys are the wgmma's 64 rows)");
+    if (c.dtype.q && *c.dtype.q != c.dtype.qkv)
+      issues.push_back({"dtype.q", std::string("\"") + to_string(*c.dtype.q) + "\"",
+                        "tuning.swap_qk multiplies Q in the cache's type (wgmma takes both operands in one type)"});
+    if (c.scales.k_block > 0)
+      issues.push_back({"scales.k_block", std::to_string(c.scales.k_block),
+                        "per-block K scales are not taken with tuning.swap_qk"});
+    if (c.head_dim.qk % 64 || c.head_dim.rope % 64)
+      issues.push_back({"tuning.swap_qk", "true", "needs whole 128-byte panels: head_dim.qk and head_dim.rope multiples of 64"});
   }
 
   // The rules both split passes share: the ring's depth, the split count, the grid, and the

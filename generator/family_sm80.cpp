@@ -93,6 +93,7 @@ class Sm80Family final : public KernelFamily {
     rules::not_for_family(t.swizzle, "swizzle", kName, issues);
     rules::not_for_family(t.kv_loads, "kv_loads", kName, issues);
     rules::not_for_family(t.exp2_fma_every, "exp2_fma_every", kName, issues);
+    rules::not_for_family(t.swap_qk, "swap_qk", kName, issues);
     Sm80Tile tile{*t.BM, *t.BN, *t.num_warps, *t.num_kv_stages};
     if (tile.warps != 4 && tile.warps != 8) bad("num_warps", tile.warps, "must be 4 or 8");
     if (tile.BM != 64 && tile.BM != 128) bad("BM", tile.BM, "must be 64 or 128");

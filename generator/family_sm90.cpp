@@ -233,6 +233,7 @@ class Sm90Family final : public KernelFamily {
                         "\"transient\""});
     rules::not_for_family(t.num_warps, "num_warps", kName, issues);
     rules::not_for_family(t.kv_loads, "kv_loads", kName, issues);
+    rules::not_for_family(t.swap_qk, "swap_qk", kName, issues);
     if (t.exp2_fma_every && (*t.exp2_fma_every < 0 || *t.exp2_fma_every > 8))
       bad("exp2_fma_every", *t.exp2_fma_every,
           "must be 0 (every exponential on the SFU), 1 (all on the FMA pipe) or up to 8 (one in that many)");

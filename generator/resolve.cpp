@@ -223,6 +223,7 @@ std::string readable_name(const Config& r) {
   if (r.kv_layout.shared_kv) add("_latent", "");
   if (t.family == Family::decode && t.consumer_warpgroups.value_or(0) > 0) add("_wgmma", "");
   if (t.kv_loads == KvLoads::tma) add("_tma", "");
+  if (t.swap_qk.value_or(false)) add("_swapqk", "");
   if (t.BM && t.BN) {
     add("_bm", num(*t.BM));
     add("_bn", num(*t.BN));

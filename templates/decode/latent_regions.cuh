@@ -12,7 +12,8 @@
 //   exchange    each warp's partial scores (16 x BN fp32, in fragment order): the warps of a row
 //               block split the head dim of Q K^T and add their parts. One slot is enough: the
 //               ring's barrier between two tiles' math separates a tile's reads from the next
-//               tile's writes
+//               tile's writes. With tuning.swap_qk: the tile's scores S[row][key] (BN + 8 floats
+//               a row), which the warpgroup's S^T = K Q^T accumulators are written into
 //   key scales[stages + 1]  per-token K scales (fp32) of each key row of an fp8 cache, when the
 //               config has them: one slot more than the ring, as in smem_regions.cuh; per-block
 //               scales (scales.k_block) [block][key row] in each slot
@@ -38,6 +39,11 @@
 
 namespace flashjit::decode {
 
+// With tuning.swap_qk the exchange holds the whole tile's scores once, S[row][key] in rows of
+// BN + 8 floats: the warps' reads of their fragments (a float2 of rows g at keys 2t) then fall on
+// distinct banks.
+constexpr int kSwapExchangePad = 8;
+
 struct LatentShape {
   int block_m, block_n, head_dim_qk, warps, stages;
   bool seesaw = false;  // the seesaw pass: warpgroups take alternate tiles, loaded by TMA
@@ -45,6 +51,7 @@ struct LatentShape {
   int nope_bytes = 2;       // bytes of a nope element: 1 for an fp8 cache (its rope part is 16-bit)
   bool key_scales = false;  // per-token K scales
   int key_scale_blocks = 1;  // per-token K scales of each key row (scales.k_block: one per block)
+  bool swap_qk = false;      // S^T = K Q^T by one wgmma warpgroup (tuning.swap_qk)
 };
 
 struct LatentRegions {
@@ -78,7 +85,7 @@ FLASHJIT_HOST_DEVICE constexpr LatentRegions latent_regions(LatentShape s) {
   }
   r.rows_slot_bytes = s.block_n * 2 * 8;
   r.exchange_offset = r.rows_offset + s.stages * r.rows_slot_bytes;
-  r.exchange_slot_bytes = s.warps * 16 * s.block_n * 4;
+  r.exchange_slot_bytes = s.swap_qk ? s.block_m * (s.block_n + kSwapExchangePad) * 4 : s.warps * 16 * s.block_n * 4;
   r.key_scale_offset = r.exchange_offset + r.exchange_slot_bytes;
   r.key_scale_slot_bytes = s.key_scales ? s.key_scale_blocks * s.block_n * 4 : 0;
   r.flag_offset = (r.key_scale_offset + (s.stages + 1) * r.key_scale_slot_bytes + 15) / 16 * 16;

@@ -46,7 +46,8 @@ struct LatentRing : KeyRing<Derived, T> {
   using QTile = sm80::SmemTile<kBM, kDQK>;
   using KTile = sm80::SmemTile<kBN, (kDequantisedStages ? kDN : kNopeUnits) + kDR>;
   static constexpr LatentRegions kR = latent_regions({kBM, kBN, kDQK, kWarps, kStages, /*seesaw=*/T::kTmaKv,
-                                                      kDR, ElementTraits<E>::kBytes, kKeyScales, kKeyBlocks});
+                                                      kDR, ElementTraits<E>::kBytes, kKeyScales, kKeyBlocks,
+                                                      T::kSwapQk});
 
   static_assert(T::kThreads == kThreads, "threads");
   static_assert(kR.total == T::kSmemBytes, "host and device disagree on the shared-memory size");
@@ -122,23 +123,30 @@ struct LatentRing : KeyRing<Derived, T> {
       const int r = i / kCount, c = i % kCount, packed = m0 + r;
       const bool ok = packed < rows;
       const Src* src =
-          ok ? base + SeqInfo::offset<T::kVarlen>(t, b, seq.q_start, token_of(packed), head_of(packed)) + c * 8 : base;
+          ok ? base + SeqInfo::offset<T::kVarlen>(t, b, seq.q_start, token_of(packed), head_of(packed)) +
+                   c * (16 / int(sizeof(Src)))
+             : base;
       sm80::cp_async_16(dst + QTile::offset(r, kFirst + c), src, ok);
     }
   }
 
   // Q's nope columns, then its rope part, by the first kBy threads (an fp8 cache's nope columns
   // synchronously, dequantised to fp16 in the order of the fp8 K operand's k slots, or in column
-  // order for the seesaw pass's dequantised stages).
+  // order for the seesaw pass's dequantised stages; with tuning.swap_qk as they are, laid out as
+  // a key tile's, Q's scale applying to S).
+  static constexpr bool kRawFp8Q = kFp8 && T::kSwapQk;
+  static constexpr int kQRopeChunk = kRawFp8Q ? kNopeChunks : kDN / 8;
   template <int kBy>
   __device__ __forceinline__ void load_q_by() const {
-    if constexpr (kDequantisedStages)
+    if constexpr (kRawFp8Q)
+      load_q_chunks<0, kNopeChunks, E, kBy>(p.q);
+    else if constexpr (kDequantisedStages)
       load_q_fp8<NaturalColumns, QTile, kBy, QE, kDN, fp16_t>(smem_base + kR.q_offset, typename Base::QRows{this}, tid);
     else if constexpr (kFp8)
       load_q_fp8<KvOperands<E, QTile, kBN, kDQK, kDV>, QTile, kBy, QE, kDN>(smem_base + kR.q_offset, typename Base::QRows{this}, tid);
     else
       load_q_chunks<0, kNopeChunks, E, kBy>(p.q);
-    if constexpr (kRopeChunks > 0) load_q_chunks<kDN / 8, kRopeChunks, typename T::RopeElement, kBy>(p.q_rope);
+    if constexpr (kRopeChunks > 0) load_q_chunks<kQRopeChunk, kRopeChunks, typename T::RopeElement, kBy>(p.q_rope);
   }
   __device__ __forceinline__ void load_q() const { load_q_by<kThreads>(); }
 

@@ -23,6 +23,15 @@
 // scale goes into 1/sum); each warp's V columns are whole 128-column panels. Per-block scales
 // (scales.k_block, FlashMLA's fp8 rows: one per 128 columns) scale each block's partial scores,
 // and P by the block that holds the warp's V columns.
+//
+// tuning.swap_qk (sm_90a, one 16-row block of four warps, 64-key tiles): the four warps issue
+// S^T = K Q^T as one wgmma warpgroup, the tile's 64 keys as its rows and Q's 16 rows as its N,
+// both operands K-major from the ring's 128-byte panels (an fp8 cache's Q as it is, k32 steps:
+// no widening for Q K^T, and no partial sums). The nope accumulators are scaled (K's scale per
+// key, Q's per row) before the rope steps accumulate onto them; each warp then writes its 16
+// keys' scores into the exchange as S[row][key], and after the barrier reads its fragments of
+// the whole tile, as the warps of the unswapped pass hold them after adding their parts. The
+// softmax, P V and the epilogue are the same.
 #pragma once
 
 #include "common/mask.cuh"
@@ -35,6 +44,7 @@
 #include "sm80/smem_tile.cuh"
 #include "sm80/softmax.cuh"
 #include "sm80/warp_gemm.cuh"
+#include "sm90/wgmma.cuh"
 
 namespace flashjit::decode {
 
@@ -77,6 +87,12 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
   static_assert(!kFp8 || (kDN % (32 * kWarpsN) == 0 && kNopeChunks % 8 == 0 && kDR % (16 * kWarpsN) == 0 &&
                           kVCols % 128 == 0 && kNopeSteps + kRopeSteps == kKSteps),
                 "fp8: whole nope chunk pairs and rope steps for every warp, V in whole 128-column panels");
+  static constexpr bool kSwap = T::kSwapQk;
+  static_assert(!kSwap || (kBM == 16 && kWarps == 4 && kBN == 64 && kKeyBlocks == 1 && kDQK % 64 == 0 &&
+                           kDR % 64 == 0 && SameType<typename Base::QE, E>::value),
+                "swap_qk: one warpgroup, 16 rows, 64-key tiles, whole panels, Q in the cache's type");
+  static_assert(!kSwap || (kR.q_offset % 1024 == 0 && kR.kv_offset % 1024 == 0 && kR.kv_stage_bytes % 1024 == 0),
+                "swap_qk: 128-byte-swizzled panels start on 1 KB");
   static_assert(kKeyBlocks == 1 || (kFp8 && kKeyScales && kBlockPairs * kKeyBlocks * 2 == kNopeSteps &&
                                     kBlockCols % kVCols == 0),
                 "per-block K scales: whole chunk pairs of each warp in a block, each warp's V columns in one");
@@ -86,6 +102,7 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
   float acc_o[1][kDT][4];
   Softmax softmax;
   float nope_factor;  // fp8: the widening factor and K's per-tensor or per-head scale
+  float q_factor[2][2];  // swap_qk, fp8: K's per-tensor or per-head scale times Q's of S^T's columns 8 j + 2 t + e
   float o_factor;     // fp8: what 1/sum is multiplied by (V's share of them)
 
   __device__ __forceinline__ explicit LatentSplit(const AttentionParams& params) : Base(params) {}
@@ -94,9 +111,17 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
     return reinterpret_cast<float4*>(smem + kR.exchange_offset) + w * kNT * 32;
   }
 
+  // swap_qk: this thread's cp.async copies, written through the generic proxy, are fenced for
+  // wgmma's reads through the async proxy before the barrier that publishes the tile.
+  __device__ __forceinline__ void tile_landed() const {
+#if __CUDA_ARCH__ >= 900
+    if constexpr (kSwap) sm90::fence_proxy_async_shared();
+#endif
+  }
+
   // After the first tile's barrier, Q has arrived: this warp's Q fragments, kept for the launch.
   __device__ __forceinline__ void tile_arrived(int i) {
-    if (i != 0) return;
+    if (kSwap || i != 0) return;
     if constexpr (kFp8) {
       // Nope chunk c (16 columns, fp16 in the Q tile: chunks 2c, 2c + 1), then rope steps.
       const int row = 16 * wm + (lane & 15), lc = lane >> 4;
@@ -198,11 +223,77 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
 
   __device__ __forceinline__ void compute(int n, int stage, int i) {
     float s[1][kNT][4];
-    if constexpr (kFp8)
+    if constexpr (kSwap)
+      scores_swapped(s, n, stage);
+    else if constexpr (kFp8)
       scores_fp8(s, n, stage);
     else
       scores(s, stage);
     finish_tile(s, n, stage, i);
+  }
+
+  // swap_qk: S^T = K Q^T (keys 16 warp + g + 8 h, rows 8 j + 2 t + e of acc[4 j + 2 h + e]),
+  // scaled where the cache is fp8, then S through the exchange in this warp's fragments.
+  __device__ __forceinline__ void scores_swapped(float (&s)[1][kNT][4], int n, int stage) const {
+    using namespace sm90;
+    using R = typename T::RopeElement;
+    constexpr int kStepBytes = 32;  // a wgmma k-step: 16 columns of a 16-bit type, 32 of fp8
+    constexpr int kNopeK = kFp8 ? kDN / 32 : kDN / 16, kRopeK = kDR / 16;
+    constexpr int kQPanel = kBM * 128, kKPanel = kBN * 128;
+    constexpr int kNopePanels = kNopeK / 4;  // four k-steps a 128-byte panel
+    // Each k-step's descriptors are the tiles' first ones plus its byte offset / 16 (the address
+    // field's low bits: shared addresses stay below 2^18, so nothing carries out of it).
+    const u64 qd = make_desc(smem_base + kR.q_offset, 16, 1024);
+    const u64 kd = make_desc(smem_base + kR.kv_offset + stage * kR.kv_stage_bytes, 16, 1024);
+    auto step = [](u64 d, int bytes) { return (d & ~u64(0xffffffffu)) | u32(u32(d) + u32(bytes >> 4)); };
+    float acc[kBM / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kNopeK; ++ks) {
+      const int at = (ks % 4) * kStepBytes;
+      Wgmma<E, kBM>::ss(acc, step(kd, (ks / 4) * kKPanel + at), step(qd, (ks / 4) * kQPanel + at), ks > 0 ? 1 : 0);
+    }
+    if constexpr (kFp8) {  // K's and Q's scales multiply the nope part only
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_operand(acc);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float kscale = kKeyScales ? key_scale_slot(n)[16 * warp + g + 8 * h] : 1.f;
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) acc[4 * j + 2 * h + e] *= kscale * q_factor[j][e];
+      }
+      fence_operand(acc);
+      wgmma_fence();
+    }
+#pragma unroll
+    for (int r = 0; r < kRopeK; ++r) {
+      const int at = (r % 4) * kStepBytes;
+      Wgmma<R, kBM>::ss(acc, step(kd, (kNopePanels + r / 4) * kKPanel + at), step(qd, (kNopePanels + r / 4) * kQPanel + at), 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operand(acc);
+    // S[row][key] in rows of kBN + kSwapExchangePad floats.
+    constexpr int kRow = kBN + kSwapExchangePad;
+    float* x = reinterpret_cast<float*>(smem + kR.exchange_offset);
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) x[(8 * j + 2 * t + e) * kRow + 16 * warp + g + 8 * h] = acc[4 * j + 2 * h + e];
+    __syncthreads();
+#pragma unroll
+    for (int jn = 0; jn < kNT; ++jn)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float2 v = *reinterpret_cast<const float2*>(x + (g + 8 * h) * kRow + 8 * jn + 2 * t);
+        s[0][jn][2 * h] = v.x;
+        s[0][jn][2 * h + 1] = v.y;
+      }
   }
 
   __device__ __forceinline__ void scores(float (&s)[1][kNT][4], int stage) const {
@@ -232,7 +323,7 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
 
   // The row block's scores from the warps' parts, the mask, the softmax, and P V.
   __device__ __forceinline__ void finish_tile(float (&s)[1][kNT][4], int n, int stage, int i) {
-    if constexpr (kWarpsN > 1) {  // add the row block's parts, every warp in the same order
+    if constexpr (kWarpsN > 1 && !kSwap) {  // add the row block's parts, every warp in the same order
       float4* mine = exchange(warp);
 #pragma unroll
       for (int j = 0; j < kNT; ++j) mine[j * 32 + lane] = make_float4(s[0][j][0], s[0][j][1], s[0][j][2], s[0][j][3]);
@@ -332,6 +423,16 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
       const float k_scale = kKeyScales ? 1.f : scales.k.at(b, hk, 0, 0);
       nope_factor = Fp8Ops::kValueFactor * k_scale;
       o_factor = Fp8Ops::kValueFactor * (kKeyScales ? 1.f / Fp8Ops::kTokenPFactor : k_scale);
+      if constexpr (kSwap) {
+        // Q K^T multiplies the cache's values as they are: no widening factor, Q's scale per row.
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int packed = m0 + 8 * j + 2 * t + e;
+            q_factor[j][e] = packed < rows ? k_scale * scales.q.at(b, head_of(packed), seq.q_start, token_of(packed)) : 0.f;
+          }
+      }
     }
     // K as the B operand of Q K^T at this warp's k-steps; V (.trans) at its own column panels.
     lk = lane_part(kR.kv_offset, (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);

@@ -221,6 +221,76 @@ TEST(LatentDecode, LaunchBoundsFollowTheCtasAnSmHolds) {
   EXPECT_EQ(bounds(mla(128, 1)), "__launch_bounds__(384, 1)");
 }
 
+// tuning.swap_qk: the four warps of a 16-row block compute S^T = K Q^T as one wgmma warpgroup
+// over 64-key tiles, Q and K from the ring's panels in the cache's type (QGMMA for fp8).
+TEST(LatentDecode, SwappedQkOnOneWgmmaWarpgroup) {
+  Config c = mla_fp8(16, 1);
+  c.tuning.swap_qk = true;
+  EXPECT_TRUE(check_config(c).empty());
+  const Config r = resolve(c);
+  EXPECT_EQ(tile_of(r), (LatentTile{0, KvLoads::cp_async, 16, 4, 64, 2}));
+  EXPECT_EQ(readable_name(r), "fwd_sm90a_e4m3_d576v512r64_obf16_none_g16_paged64_scaled_lse_decode_q1_latent_swapqk_bm16_bn64");
+  EXPECT_EQ(nlohmann::json::parse(canonical_json(r))["tuning"]["swap_qk"], true);
+  EXPECT_FALSE(nlohmann::json::parse(canonical_json(resolve(mla_fp8(16, 1))))["tuning"].contains("swap_qk"));
+  // Q 16 x 576 (its fp8 nope bytes and bf16 rope in the first five panels), two stages of 64 x
+  // 640 bytes, two row-offset slots, the scores once (16 rows of 64 + 8 floats), three slots of
+  // 64 per-token K scales, the flag: two CTAs an SM.
+  const KernelSource src = generate(r);
+  const int want = 16 * 576 * 2 + 2 * 64 * 640 + 2 * 64 * 16 + 16 * 72 * 4 + 3 * 64 * 4 + 16;
+  EXPECT_EQ(src.launch.smem_bytes, want);
+  EXPECT_EQ(decode::latent_regions({16, 64, 576, 4, 2, false, 64, 1, true, 1, true}).total, want);
+  EXPECT_NE(src.unit.find("kSwapQk = true"), std::string::npos);
+  EXPECT_NE(src.unit.find("m64n16k32.f32.e4m3.e4m3"), std::string::npos);
+  EXPECT_NE(src.unit.find("m64n16k16.f32.bf16.bf16"), std::string::npos);
+  // It compiles without spills: fp8 with per-token or per-tensor K scales, e5m2, bf16, and two
+  // tokens of eight heads under a causal mask.
+  Config per_tensor = c;
+  per_tensor.scales.k = ScaleGranularity::per_tensor;
+  per_tensor.dtype.scale.reset();
+  Config e5m2 = c;
+  e5m2.dtype.qkv = DType::e5m2;
+  Config bf16 = mla(16, 1);
+  bf16.tuning.swap_qk = true;
+  Config steps = mla_fp8(8, 2);
+  steps.mask = Mask::causal;
+  steps.tuning.swap_qk = true;
+  for (const Config& k : {c, per_tensor, e5m2, bf16, steps}) {
+    ASSERT_TRUE(check_config(k).empty()) << canonical_json(k);
+    const CompiledKernel kernel = compile(generate(resolve(k)));
+    EXPECT_EQ(kernel.report.spill_stores, 0) << canonical_json(k) << "\n" << kernel.log;
+  }
+  // The rules name what breaks.
+  Config sm80 = mla_fp8(16, 1, "sm_80");
+  sm80.tuning.swap_qk = true;
+  EXPECT_EQ(issue_paths(sm80), std::set<std::string>{"tuning.swap_qk"});
+  Config keys32 = c;
+  keys32.tuning.BN = 32;
+  EXPECT_EQ(issue_paths(keys32), std::set<std::string>{"tuning.BN"});
+  Config rows32 = mla_fp8(32, 1);
+  rows32.tuning.swap_qk = true;
+  EXPECT_EQ(issue_paths(rows32), (std::set<std::string>{"tuning.BM", "tuning.num_warps"}));
+  Config q16 = c;
+  q16.dtype.q = DType::bf16;
+  q16.scales.q = ScaleGranularity::none;
+  EXPECT_EQ(issue_paths(q16), std::set<std::string>{"dtype.q"});
+  Config blocks = c;
+  blocks.scales.token_layout = ScaleLayout::cache;
+  blocks.scales.k_block = 128;
+  EXPECT_EQ(issue_paths(blocks), std::set<std::string>{"scales.k_block"});
+  Config gqa = mla(16, 1);
+  gqa.head_dim = {128, 128, 0};
+  gqa.kv_layout.shared_kv = false;
+  gqa.tuning.family = Family::decode;
+  gqa.tuning.swap_qk = true;
+  EXPECT_EQ(issue_paths(gqa), std::set<std::string>{"tuning.swap_qk"});
+  Config prefill = mla(16, 1);
+  prefill.head_dim = {128, 128, 0};
+  prefill.kv_layout = {false, 0, false};
+  prefill.tuning.family = Family::sm90;
+  prefill.tuning.swap_qk = true;
+  EXPECT_EQ(issue_paths(prefill), std::set<std::string>{"tuning.swap_qk"});
+}
+
 // FlashMLA's fp8 latent rows (512 e4m3 + four fp32 scales + 64 bf16 rope, 656 bytes): per-token K
 // scales of each 128-column block (scales.k_block) beside the cache's rows. The rules name the
 // field they break, the kernel gets a trait and a scale slot per block, the launch reads the

@@ -255,6 +255,32 @@ TEST_F(Sass, LatentFp8CacheWidensToFp16Hmma) {
   }
 }
 
+// tuning.swap_qk on an fp8 latent cache at 16 heads: Q K^T's nope steps are e4m3 QGMMA (64 keys
+// by 16 rows, k32) and its rope steps bf16 HGMMA, from the ring's cp.async tiles; P V stays fp16
+// HMMA on the widened V columns, and Q K^T widens nothing: half the conversions of the unswapped
+// pass, whose Q K^T widens K's nope columns as P V widens V's.
+TEST_F(Sass, LatentSwappedQkTakesQgmma) {
+  Config c;
+  c.tuning.kv_loads = KvLoads::cp_async;
+  c.arch = "sm_90a";
+  c.dtype = {DType::e4m3, DType::bf16, DType::bf16, DType::fp32};
+  c.scales = {ScaleGranularity::per_tensor, ScaleGranularity::per_token, ScaleGranularity::none};
+  c.head_dim = {576, 512, 64};
+  c.group = 16;
+  c.kv_layout = {true, 64, true};
+  const std::string plain = disassemble(compile(generate(resolve(c))).cubin);
+  c.tuning.swap_qk = true;
+  const std::string sass = disassemble(compile(generate(resolve(c))).cubin);
+  EXPECT_GT(count(sass, "QGMMA.64x16x32.F32.E4M3.E4M3"), 0u);
+  EXPECT_GT(count(sass, "HGMMA.64x16x16.F32.BF16"), 0u);
+  EXPECT_GT(count(sass, "HMMA.16816.F32 "), 0u) << "P V";
+  EXPECT_EQ(count(sass, "HMMA.16816.F32.BF16"), 0u) << "the rope steps are HGMMA";
+  EXPECT_GT(count(sass, "LDGSTS"), 0u);
+  // The unswapped kernel's 32-key tile widens 64 K and 64 V words a warp; the swapped 64-key
+  // tile only its 128 V words.
+  EXPECT_EQ(count(plain, "F2FP.F16.E4M3.UNPACK_B"), count(sass, "F2FP.F16.E4M3.UNPACK_B"));
+}
+
 // An fp8 latent cache at 128 heads on sm_90a: the seesaw pass, its stages fp16 (the loader
 // warpgroup dequantises the fp8 tiles into them), so Q K^T's nope steps and P V are fp16 HGMMA
 // and its rope steps bf16 HGMMA; the tiles arrive by TMA; no HMMA, no fp8 MMA.

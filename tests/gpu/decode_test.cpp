@@ -295,6 +295,7 @@ struct LatentCase {
   std::optional<DType> q_dtype = {};  // dtype.q: a 16-bit Q beside an fp8 cache
   ScaleLayout token_layout = ScaleLayout::positions;  // per-token K scales' layout
   int k_block = 0;  // scales.k_block: per-token K scales of each block of columns
+  bool swap_qk = false;  // tuning.swap_qk: S^T = K Q^T on one wgmma warpgroup (sm_90a)
 };
 void PrintTo(const LatentCase& c, std::ostream* os) { *os << c.label; }
 
@@ -313,6 +314,12 @@ LatentCase fp8_latent(LatentCase c, ScaleGranularity q, ScaleGranularity k, std:
   c.k_scale = k;
   c.scale_dtype = scale_dtype;
   c.rope_dtype = rope;
+  return c;
+}
+
+// `c` with S^T = K Q^T on one wgmma warpgroup (tuning.swap_qk, sm_90a).
+LatentCase swapped(LatentCase c) {
+  c.swap_qk = true;
   return c;
 }
 
@@ -344,6 +351,7 @@ Config latent_config(const LatentCase& k) {
   if (k.warpgroups >= 0) c.tuning.consumer_warpgroups = k.warpgroups;
   if (k.stages) c.tuning.num_kv_stages = k.stages;
   if (k.loads) c.tuning.kv_loads = *k.loads;
+  if (k.swap_qk) c.tuning.swap_qk = true;
   return c;
 }
 
@@ -398,6 +406,23 @@ const std::vector<LatentCase>& latent_cases() {
        -1, 0, KvLoads::tma},
       {"mla_seesaw_bf16_g64_q1_page8_window_bn16", DType::bf16, 576, 512, 64, 64, 1, 8, Mask::sliding_window, false, 0,
        1, 0, 0, 16, -1, 0, KvLoads::tma},
+      // tuning.swap_qk (sm_90a): 16-row blocks whose four warps compute S^T = K Q^T as one wgmma
+      // warpgroup over 64-key tiles (QGMMA on an fp8 cache, Q's and K's scales applied to S).
+      swapped({"mla_swapqk_bf16_g16_q1_page64", DType::bf16, 576, 512, 64, 16, 1, 64, Mask::none, false, 0}),
+      swapped({"latent_swapqk_v256_fp16_g8_q2_page16_causal", DType::fp16, 576, 256, 64, 8, 2, 16, Mask::causal, false,
+               0}),
+      swapped(fp8_latent({"mla_swapqk_e4m3_g16_q1_page64_per_token", DType::e4m3, 576, 512, 64, 16, 1, 64, Mask::none,
+                          false, 0},
+                         G::per_tensor, G::per_token, DType::fp32)),
+      swapped(fp8_latent({"mla_swapqk_e4m3_g8_q2_page16_causal_seven_splits_per_token_bf16", DType::e4m3, 576, 512, 64,
+                          8, 2, 16, Mask::causal, false, 7},
+                         G::per_token, G::per_token, DType::bf16)),
+      swapped(fp8_latent({"mla_swapqk_e5m2_g16_q1_page1_per_head", DType::e5m2, 576, 512, 64, 16, 1, 1, Mask::none,
+                          false, 0},
+                         G::per_head, G::per_tensor)),
+      swapped(fp8_latent({"mla_swapqk_e4m3_g4_q4_contiguous_causal_varlen_unscaled", DType::e4m3, 576, 512, 64, 4, 4,
+                          0, Mask::causal, true, 0},
+                         G::none, G::none)),
       // fp8 caches (mma.sync, every target): fp8 nope columns beside a 16-bit rope part, V
       // dequantised with K's scales; every K scale granularity, per-token scales in fp32 and bf16.
       fp8_latent({"mla_e4m3_g16_q1_page64_per_token", DType::e4m3, 576, 512, 64, 16, 1, 64, Mask::none, false, 0},
@@ -500,7 +525,7 @@ class LatentMatrix : public ::testing::TestWithParam<LatentCase> {};
 TEST_P(LatentMatrix, MatchesReference) {
   FLASHJIT_REQUIRE_GPU();
   const LatentCase& k = GetParam();
-  if (k.loads == KvLoads::tma && current_device().arch() != "sm_90a") GTEST_SKIP() << "TMA loads need sm_90a";
+  if ((k.loads == KvLoads::tma || k.swap_qk) && current_device().arch() != "sm_90a") GTEST_SKIP() << "TMA loads and swap_qk need sm_90a";
   expect_matches_reference(k.label, latent_config(k), decode_shapes(step_of(k), k.heads_k));
 }
 
