@@ -231,19 +231,26 @@ TEST_F(Sass, LatentSeesawPassLoadsByTma) {
   EXPECT_EQ(count(sass, "HMMA."), 0u);
 }
 
+// DeepSeek's fp8 latent cache on sm_90a: e4m3 nope, bf16 rope, per-token K scales, `heads`
+// query heads on one latent head, pages of 64.
+Config fp8_latent_config(int heads) {
+  Config c;
+  c.arch = "sm_90a";
+  c.dtype = {DType::e4m3, DType::bf16, DType::bf16, DType::fp32};
+  c.scales = {ScaleGranularity::per_tensor, ScaleGranularity::per_token, ScaleGranularity::none};
+  c.head_dim = {576, 512, 64};
+  c.group = heads;
+  c.kv_layout = {true, 64, true};
+  return c;
+}
+
 // An fp8 latent cache (e4m3 nope, bf16 rope) on the mma.sync pass (16 heads, or gathers named):
 // fp16 HMMA for the widened nope columns and P V, bf16 HMMA for the rope part, cp.async gathers;
 // no HGMMA, no fp8 MMA.
 TEST_F(Sass, LatentFp8CacheWidensToFp16Hmma) {
   for (int heads : {16, 128}) {
-    Config c;
+    Config c = fp8_latent_config(heads);
     c.tuning.kv_loads = KvLoads::cp_async;
-    c.arch = "sm_90a";
-    c.dtype = {DType::e4m3, DType::bf16, DType::bf16, DType::fp32};
-    c.scales = {ScaleGranularity::per_tensor, ScaleGranularity::per_token, ScaleGranularity::none};
-    c.head_dim = {576, 512, 64};
-    c.group = heads;
-    c.kv_layout = {true, 64, true};
     const std::string sass = disassemble(compile(generate(resolve(c))).cubin);
     EXPECT_GT(count(sass, "HMMA.16816.F32 "), 0u) << heads << " heads: fp16 (nope, P V)";
     EXPECT_GT(count(sass, "HMMA.16816.F32.BF16"), 0u) << heads << " heads: bf16 (rope)";
@@ -260,14 +267,7 @@ TEST_F(Sass, LatentFp8CacheWidensToFp16Hmma) {
 // HMMA on the widened V columns, and Q K^T widens nothing: half the conversions of the unswapped
 // pass, whose Q K^T widens K's nope columns as P V widens V's.
 TEST_F(Sass, LatentSwappedQkTakesQgmma) {
-  Config c;
-  c.tuning.kv_loads = KvLoads::cp_async;
-  c.arch = "sm_90a";
-  c.dtype = {DType::e4m3, DType::bf16, DType::bf16, DType::fp32};
-  c.scales = {ScaleGranularity::per_tensor, ScaleGranularity::per_token, ScaleGranularity::none};
-  c.head_dim = {576, 512, 64};
-  c.group = 16;
-  c.kv_layout = {true, 64, true};
+  Config c = fp8_latent_config(16);
   const std::string plain = disassemble(compile(generate(resolve(c))).cubin);
   c.tuning.swap_qk = true;
   const std::string sass = disassemble(compile(generate(resolve(c))).cubin);
@@ -285,14 +285,7 @@ TEST_F(Sass, LatentSwappedQkTakesQgmma) {
 // warpgroup dequantises the fp8 tiles into them), so Q K^T's nope steps and P V are fp16 HGMMA
 // and its rope steps bf16 HGMMA; the tiles arrive by TMA; no HMMA, no fp8 MMA.
 TEST_F(Sass, LatentFp8SeesawDequantisesIntoFp16Stages) {
-  Config c;
-  c.arch = "sm_90a";
-  c.dtype = {DType::e4m3, DType::bf16, DType::bf16, DType::fp32};
-  c.scales = {ScaleGranularity::per_tensor, ScaleGranularity::per_token, ScaleGranularity::none};
-  c.head_dim = {576, 512, 64};
-  c.group = 128;
-  c.kv_layout = {true, 64, true};
-  const Config r = resolve(c);
+  const Config r = resolve(fp8_latent_config(128));
   ASSERT_EQ(*r.tuning.kv_loads, KvLoads::tma);
   const std::string sass = disassemble(compile(generate(r)).cubin);
   EXPECT_GT(count(sass, "HGMMA.64x32x16.F32 "), 0u) << "Q·Kᵀ, nope columns";
