@@ -27,8 +27,9 @@
 // tuning.swap_qk (sm_90a, one 16-row block of four warps, 64-key tiles): the four warps issue
 // S^T = K Q^T as one wgmma warpgroup, the tile's 64 keys as its rows and Q's 16 rows as its N,
 // both operands K-major from the ring's 128-byte panels (an fp8 cache's Q as it is, k32 steps:
-// no widening for Q K^T, and no partial sums). The nope accumulators are scaled (K's scale per
-// key, Q's per row) before the rope steps accumulate onto them; each warp then writes its 16
+// no widening for Q K^T, and no partial sums), as soon as the tile is visible, so they run while
+// the ring issues the next copies. An fp8 cache's rope steps have their own accumulator, since
+// K's scale (per key) and Q's (per row) multiply the nope part only. Each warp then writes its 16
 // keys' scores into the exchange as S[row][key], and after the barrier reads its fragments of
 // the whole tile, as the warps of the unswapped pass hold them after adding their parts. The
 // softmax, P V and the epilogue are the same.
@@ -55,7 +56,7 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
       Base::wm, Base::wn, Base::g, Base::t, Base::n_begin, Base::n_end, Base::n_unmasked_lo, Base::n_unmasked_hi,
       Base::p, Base::smem, Base::smem_base, Base::token_of, Base::head_of, Base::bad_page_flag, Base::row_slot,
       Base::kThreads, Base::kBM, Base::kBN, Base::kWarps, Base::kDQK, Base::kDV, Base::kDR, Base::kDN, Base::kR,
-      Base::kFp8, Base::kKeyScales, Base::kKeyBlocks, Base::kNopeChunks, Base::scales, Base::key_scale_slot;
+      Base::kFp8, Base::kKeyScales, Base::kKeyBlocks, Base::kNopeChunks, Base::kStages, Base::scales, Base::key_scale_slot;
   using typename Base::E, typename Base::QTile, typename Base::KTile;
   static constexpr int kGroup = T::kGroup;
   static constexpr int kWarpsM = kBM / 16;
@@ -121,7 +122,8 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
 
   // After the first tile's barrier, Q has arrived: this warp's Q fragments, kept for the launch.
   __device__ __forceinline__ void tile_arrived(int i) {
-    if (kSwap || i != 0) return;
+    if constexpr (kSwap) return issue_qk_swapped(i % kStages);
+    if (i != 0) return;
     if constexpr (kFp8) {
       // Nope chunk c (16 columns, fp16 in the Q tile: chunks 2c, 2c + 1), then rope steps.
       const int row = 16 * wm + (lane & 15), lc = lane >> 4;
@@ -224,7 +226,7 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
   __device__ __forceinline__ void compute(int n, int stage, int i) {
     float s[1][kNT][4];
     if constexpr (kSwap)
-      scores_swapped(s, n, stage);
+      scores_swapped(s, n);
     else if constexpr (kFp8)
       scores_fp8(s, n, stage);
     else
@@ -232,9 +234,13 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
     finish_tile(s, n, stage, i);
   }
 
-  // swap_qk: S^T = K Q^T (keys 16 warp + g + 8 h, rows 8 j + 2 t + e of acc[4 j + 2 h + e]),
-  // scaled where the cache is fp8, then S through the exchange in this warp's fragments.
-  __device__ __forceinline__ void scores_swapped(float (&s)[1][kNT][4], int n, int stage) const {
+  // swap_qk: S^T = K Q^T, issued as soon as tile i is visible (tile_arrived), so the wgmmas run
+  // while the ring plans and issues the next copies: the nope steps into qk_nope, an fp8 cache's
+  // rope steps into qk_rope (K's and Q's scales multiply the nope part only), both K-major from
+  // the stage's and Q's 128-byte panels. Accumulator element 4 j + 2 h + e is key 16 warp + g + 8 h,
+  // row 8 j + 2 t + e.
+  float qk_nope[kBM / 2], qk_rope[kBM / 2];
+  __device__ __forceinline__ void issue_qk_swapped(int stage) {
     using namespace sm90;
     using R = typename T::RopeElement;
     constexpr int kStepBytes = 32;  // a wgmma k-step: 16 columns of a 16-bit type, 32 of fp8
@@ -246,36 +252,42 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
     const u64 qd = make_desc(smem_base + kR.q_offset, 16, 1024);
     const u64 kd = make_desc(smem_base + kR.kv_offset + stage * kR.kv_stage_bytes, 16, 1024);
     auto step = [](u64 d, int bytes) { return (d & ~u64(0xffffffffu)) | u32(u32(d) + u32(bytes >> 4)); };
-    float acc[kBM / 2];
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kNopeK; ++ks) {
       const int at = (ks % 4) * kStepBytes;
-      Wgmma<E, kBM>::ss(acc, step(kd, (ks / 4) * kKPanel + at), step(qd, (ks / 4) * kQPanel + at), ks > 0 ? 1 : 0);
+      Wgmma<E, kBM>::ss(qk_nope, step(kd, (ks / 4) * kKPanel + at), step(qd, (ks / 4) * kQPanel + at), ks > 0 ? 1 : 0);
     }
-    if constexpr (kFp8) {  // K's and Q's scales multiply the nope part only
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_operand(acc);
+    float(&rope)[kBM / 2] = kFp8 ? qk_rope : qk_nope;
+#pragma unroll
+    for (int r = 0; r < kRopeK; ++r) {
+      const int at = (r % 4) * kStepBytes;
+      Wgmma<R, kBM>::ss(rope, step(kd, (kNopePanels + r / 4) * kKPanel + at),
+                        step(qd, (kNopePanels + r / 4) * kQPanel + at), kFp8 && r == 0 ? 0 : 1);
+    }
+    wgmma_commit();
+  }
+
+  // swap_qk: the issued S^T (scaled where the cache is fp8), then S through the exchange in this
+  // warp's fragments.
+  __device__ __forceinline__ void scores_swapped(float (&s)[1][kNT][4], int n) {
+    using namespace sm90;
+    wgmma_wait<0>();
+    fence_operand(qk_nope);
+    if constexpr (kFp8) {
+      fence_operand(qk_rope);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const float kscale = kKeyScales ? key_scale_slot(n)[16 * warp + g + 8 * h] : 1.f;
 #pragma unroll
         for (int j = 0; j < 2; ++j)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) acc[4 * j + 2 * h + e] *= kscale * q_factor[j][e];
+          for (int e = 0; e < 2; ++e) {
+            float& x = qk_nope[4 * j + 2 * h + e];
+            x = x * (kscale * q_factor[j][e]) + (kDR > 0 ? qk_rope[4 * j + 2 * h + e] : 0.f);
+          }
       }
-      fence_operand(acc);
-      wgmma_fence();
     }
-#pragma unroll
-    for (int r = 0; r < kRopeK; ++r) {
-      const int at = (r % 4) * kStepBytes;
-      Wgmma<R, kBM>::ss(acc, step(kd, (kNopePanels + r / 4) * kKPanel + at), step(qd, (kNopePanels + r / 4) * kQPanel + at), 1);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_operand(acc);
     // S[row][key] in rows of kBN + kSwapExchangePad floats.
     constexpr int kRow = kBN + kSwapExchangePad;
     float* x = reinterpret_cast<float*>(smem + kR.exchange_offset);
@@ -284,7 +296,7 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) x[(8 * j + 2 * t + e) * kRow + 16 * warp + g + 8 * h] = acc[4 * j + 2 * h + e];
+        for (int e = 0; e < 2; ++e) x[(8 * j + 2 * t + e) * kRow + 16 * warp + g + 8 * h] = qk_nope[4 * j + 2 * h + e];
     __syncthreads();
 #pragma unroll
     for (int jn = 0; jn < kNT; ++jn)
