@@ -339,19 +339,18 @@ class DecodeFamily final : public KernelFamily {
       constants.push_back({"kMinBlocksPerSm", std::to_string(min_blocks)});
       constants.push_back({"kSwapQk", swap_qk(c) ? "true" : "false"});
     }
-    // The GEMMs' element types: the cache's, or fp16 for an fp8 cache's dequantised stages (the
-    // seesaw pass); a rope part of another type multiplies in its own Q K^T steps.
-    const DType math = is_float8(c.dtype.qkv) ? DType::fp16 : c.dtype.qkv;
-    const DType rope = c.dtype.rope.value_or(math);
-    // Swapped Q K^T: m64n16 wgmmas of the cache's type (k32 for fp8) and of the rope part's.
+    // The wgmma wrappers: the wgmma passes' GEMMs in the cache's type, or fp16 for an fp8 cache's
+    // dequantised stages (the seesaw pass); swap_qk's m64n16 Q K^T in the cache's own type (k32 for
+    // fp8). A rope part of another type multiplies in its own Q K^T steps.
+    const bool swapped = swap_qk(c);
+    const DType math = is_float8(c.dtype.qkv) && !swapped ? DType::fp16 : c.dtype.qkv;
+    const DType rope = c.dtype.rope.value_or(c.dtype.qkv);
     std::string wgmma_source;
-    if (wgmma)
-      wgmma_source = "#include \"sm90/wgmma.cuh\"\n\n" + wgmma::specialisations(math, widths) +
-                     (latent && c.head_dim.rope > 0 && rope != math ? wgmma::specialisations(rope, {*t.BN}) : std::string());
-    else if (swap_qk(c))
-      wgmma_source = "#include \"sm90/wgmma.cuh\"\n\n" + wgmma::specialisations(c.dtype.qkv, {*t.BM}) +
-                     (c.head_dim.rope > 0 && c.dtype.rope.value_or(c.dtype.qkv) != c.dtype.qkv
-                          ? wgmma::specialisations(*c.dtype.rope, {*t.BM})
+    if (wgmma || swapped)
+      wgmma_source = "#include \"sm90/wgmma.cuh\"\n\n" +
+                     wgmma::specialisations(math, swapped ? std::vector<int>{*t.BM} : widths) +
+                     (latent && c.head_dim.rope > 0 && rope != math
+                          ? wgmma::specialisations(rope, {swapped ? *t.BM : *t.BN})
                           : std::string());
     s.unit = emit::unit_header(s.name, c) + emit::traits_struct(c, constants) + wgmma_source +
              "#include \"" + split_header + "\"\n#include \"decode/combine.cuh\"\n\n" +
