@@ -138,14 +138,12 @@ struct LatentRing : KeyRing<Derived, T> {
   static constexpr int kQRopeChunk = kRawFp8Q ? kNopeChunks : kDN / 8;
   template <int kBy>
   __device__ __forceinline__ void load_q_by() const {
-    if constexpr (kRawFp8Q)
-      load_q_chunks<0, kNopeChunks, E, kBy>(p.q);
+    if constexpr (!kFp8 || kRawFp8Q)
+      load_q_chunks<0, kNopeChunks, E, kBy>(p.q);  // as stored
     else if constexpr (kDequantisedStages)
       load_q_fp8<NaturalColumns, QTile, kBy, QE, kDN, fp16_t>(smem_base + kR.q_offset, typename Base::QRows{this}, tid);
-    else if constexpr (kFp8)
-      load_q_fp8<KvOperands<E, QTile, kBN, kDQK, kDV>, QTile, kBy, QE, kDN>(smem_base + kR.q_offset, typename Base::QRows{this}, tid);
     else
-      load_q_chunks<0, kNopeChunks, E, kBy>(p.q);
+      load_q_fp8<KvOperands<E, QTile, kBN, kDQK, kDV>, QTile, kBy, QE, kDN>(smem_base + kR.q_offset, typename Base::QRows{this}, tid);
     if constexpr (kRopeChunks > 0) load_q_chunks<kQRopeChunk, kRopeChunks, typename T::RopeElement, kBy>(p.q_rope);
   }
   __device__ __forceinline__ void load_q() const { load_q_by<kThreads>(); }
