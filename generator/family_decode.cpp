@@ -340,7 +340,7 @@ class DecodeFamily final : public KernelFamily {
       constants.push_back({"kSwapQk", swap_qk(c) ? "true" : "false"});
     }
     // The wgmma wrappers: the wgmma passes' GEMMs in the cache's type, or fp16 for an fp8 cache's
-    // dequantised stages (the seesaw pass); swap_qk's m64n16 Q K^T in the cache's own type (k32 for
+    // dequantised stages (the seesaw pass); swap_qk's m64n16 Q K^T (16 rows a warpgroup) in the cache's own type (k32 for
     // fp8). A rope part of another type multiplies in its own Q K^T steps.
     const bool swapped = swap_qk(c);
     const DType math = is_float8(c.dtype.qkv) && !swapped ? DType::fp16 : c.dtype.qkv;
@@ -348,9 +348,9 @@ class DecodeFamily final : public KernelFamily {
     std::string wgmma_source;
     if (wgmma || swapped)
       wgmma_source = "#include \"sm90/wgmma.cuh\"\n\n" +
-                     wgmma::specialisations(math, swapped ? std::vector<int>{*t.BM} : widths) +
+                     wgmma::specialisations(math, swapped ? std::vector<int>{16} : widths) +
                      (latent && c.head_dim.rope > 0 && rope != math
-                          ? wgmma::specialisations(rope, {swapped ? *t.BM : *t.BN})
+                          ? wgmma::specialisations(rope, {swapped ? 16 : *t.BN})
                           : std::string());
     s.unit = emit::unit_header(s.name, c) + emit::traits_struct(c, constants) + wgmma_source +
              "#include \"" + split_header + "\"\n#include \"decode/combine.cuh\"\n\n" +
@@ -443,7 +443,7 @@ class DecodeFamily final : public KernelFamily {
       // mma.sync: four warps a row block where V's columns split into four whole panels, else two
       // (fp8: panels of 128 columns).
       const int warps_n = is_float8(c.dtype.qkv) ? c.head_dim.v / 128 : c.head_dim.v >= 256 ? 4 : 2;
-      t.num_warps = seesaw ? kSeesawWarps : wgmma ? 8 : warps_n * (*t.BM / 16);
+      t.num_warps = seesaw ? kSeesawWarps : wgmma ? 8 : swap_qk(c) ? *t.BM / 4 : warps_n * (*t.BM / 16);
     }
     if (!t.BN) t.BN = seesaw ? kSeesawKeys : wgmma ? 48 : swap_qk(c) ? kSwapQkKeys : 32;
     if (!t.num_kv_stages) {
@@ -518,8 +518,8 @@ class DecodeFamily final : public KernelFamily {
     check_ring_and_grid(c, arch, issues);
   }
 
-  // tuning.swap_qk: one wgmma warpgroup (the four warps of one 16-row block) multiplies each
-  // tile's 64 keys by Q's 16 rows, both operands K-major from shared memory in the ring's
+  // tuning.swap_qk: a wgmma warpgroup for each 16 rows of the tile multiplies each tile's 64 keys
+  // by its rows of Q, both operands K-major from shared memory in the ring's
   // 128-byte panels; Q stays in the cache's type, so its scale applies to S, as K's does.
   static void check_swap_qk(const Config& c, const ArchInfo& arch, std::vector<ConfigIssue>& issues) {
     const Tuning& t = c.tuning;
@@ -528,8 +528,11 @@ class DecodeFamily final : public KernelFamily {
     };
     if (auto target = wgmma_target_issue(arch))
       return issues.push_back({"tuning.swap_qk", "true", *target});
-    if (*t.BM != 16) bad("BM", *t.BM, "must be 16 with tuning.swap_qk (Q's 16 rows are the wgmma's N)");
-    if (*t.num_warps != 4) bad("num_warps", *t.num_warps, "must be 4 with tuning.swap_qk (one wgmma warpgroup)");
+    if (*t.BM != 16 && *t.BM != 32)
+      bad("BM", *t.BM, "must be 16 or 32 with tuning.swap_qk (each warpgroup's 16 rows are its wgmma's N)");
+    else if (*t.num_warps != *t.BM / 4)
+      bad("num_warps", *t.num_warps,
+          "must be " + std::to_string(*t.BM / 4) + " with tuning.swap_qk (a wgmma warpgroup per 16 rows)");
     if (*t.BN != kSwapQkKeys) bad("BN", *t.BN, "must be 64 with tuning.swap_qk (a tile's keys are the wgmma's 64 rows)");
     if (c.dtype.q && *c.dtype.q != c.dtype.qkv)
       issues.push_back({"dtype.q", std::string("\"") + to_string(*c.dtype.q) + "\"",

@@ -24,15 +24,16 @@
 // (scales.k_block, FlashMLA's fp8 rows: one per 128 columns) scale each block's partial scores,
 // and P by the block that holds the warp's V columns.
 //
-// tuning.swap_qk (sm_90a, one 16-row block of four warps, 64-key tiles): the four warps issue
-// S^T = K Q^T as one wgmma warpgroup, the tile's 64 keys as its rows and Q's 16 rows as its N,
-// both operands K-major from the ring's 128-byte panels (an fp8 cache's Q as it is, k32 steps:
-// no widening for Q K^T, and no partial sums), as soon as the tile is visible, so they run while
-// the ring issues the next copies. An fp8 cache's rope steps have their own accumulator, since
-// K's scale (per key) and Q's (per row) multiply the nope part only. Each warp then writes its 16
-// keys' scores into the exchange as S[row][key], and after the barrier reads its fragments of
-// the whole tile, as the warps of the unswapped pass hold them after adding their parts. The
-// softmax, P V and the epilogue are the same.
+// tuning.swap_qk (sm_90a, 16 or 32 rows, four warps a 16-row block, 64-key tiles): warpgroup wg
+// (warps 4 wg to 4 wg + 3) issues S^T = K Q^T for rows [16 wg, 16 wg + 16), the tile's 64 keys
+// as the wgmma's rows and the 16 rows as its N, both operands K-major from the ring's 128-byte
+// panels (an fp8 cache's Q as it is, k32 steps: no widening for Q K^T, and no partial sums), as
+// soon as the tile is visible, so they run while the ring issues the next copies. An fp8 cache's
+// rope steps have their own accumulator, since K's scale (per key) and Q's (per row) multiply the
+// nope part only. Each warp then writes its 16 keys' scores into the exchange as S[row][key], and
+// after the barrier reads its fragments of its row block (whose warps interleave with the other
+// block's, so not its warpgroup's rows where BM is 32), as the warps of the unswapped pass hold
+// them after adding their parts. The softmax, P V and the epilogue are the same.
 #pragma once
 
 #include "common/mask.cuh"
@@ -89,9 +90,9 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
                           kVCols % 128 == 0 && kNopeSteps + kRopeSteps == kKSteps),
                 "fp8: whole nope chunk pairs and rope steps for every warp, V in whole 128-column panels");
   static constexpr bool kSwap = T::kSwapQk;
-  static_assert(!kSwap || (kBM == 16 && kWarps == 4 && kBN == 64 && kKeyBlocks == 1 && kDQK % 64 == 0 &&
-                           kDR % 64 == 0 && SameType<typename Base::QE, E>::value),
-                "swap_qk: one warpgroup, 16 rows, 64-key tiles, whole panels, Q in the cache's type");
+  static_assert(!kSwap || ((kBM == 16 || kBM == 32) && kWarps == 4 * kWarpsM && kBN == 64 && kKeyBlocks == 1 &&
+                           kDQK % 64 == 0 && kDR % 64 == 0 && SameType<typename Base::QE, E>::value),
+                "swap_qk: a warpgroup per 16 rows, 64-key tiles, whole panels, Q in the cache's type");
   static_assert(!kSwap || (kR.q_offset % 1024 == 0 && kR.kv_offset % 1024 == 0 && kR.kv_stage_bytes % 1024 == 0),
                 "swap_qk: 128-byte-swizzled panels start on 1 KB");
   static_assert(kKeyBlocks == 1 || (kFp8 && kKeyScales && kBlockPairs * kKeyBlocks * 2 == kNopeSteps &&
@@ -104,6 +105,7 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
   Softmax softmax;
   float nope_factor;  // fp8: the widening factor and K's per-tensor or per-head scale
   float q_factor[2][2];  // swap_qk, fp8: K's per-tensor or per-head scale times Q's of S^T's columns 8 j + 2 t + e
+                         // (rows 16 wg + 8 j + 2 t + e of the tile)
   float o_factor;     // fp8: what 1/sum is multiplied by (V's share of them)
 
   __device__ __forceinline__ explicit LatentSplit(const AttentionParams& params) : Base(params) {}
@@ -237,9 +239,10 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
   // swap_qk: S^T = K Q^T, issued as soon as tile i is visible (tile_arrived), so the wgmmas run
   // while the ring plans and issues the next copies: the nope steps into qk_nope, an fp8 cache's
   // rope steps into qk_rope (K's and Q's scales multiply the nope part only), both K-major from
-  // the stage's and Q's 128-byte panels. Accumulator element 4 j + 2 h + e is key 16 warp + g + 8 h,
-  // row 8 j + 2 t + e.
-  float qk_nope[kBM / 2], qk_rope[kBM / 2];
+  // the stage's and Q's 128-byte panels. Warpgroup wg takes the tile's rows [16 wg, 16 wg + 16)
+  // (BM 32: two warpgroups, each over every key of the tile); accumulator element 4 j + 2 h + e
+  // is key 16 (warp % 4) + g + 8 h, row 16 wg + 8 j + 2 t + e.
+  float qk_nope[8], qk_rope[8];
   __device__ __forceinline__ void issue_qk_swapped(int stage) {
     using namespace sm90;
     using R = typename T::RopeElement;
@@ -249,27 +252,27 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
     constexpr int kNopePanels = kNopeK / 4;  // four k-steps a 128-byte panel
     // Each k-step's descriptors are the tiles' first ones plus its byte offset / 16 (the address
     // field's low bits: shared addresses stay below 2^18, so nothing carries out of it).
-    const u64 qd = make_desc(smem_base + kR.q_offset, 16, 1024);
+    const u64 qd = make_desc(smem_base + kR.q_offset + (warp / 4) * 16 * 128, 16, 1024);
     const u64 kd = make_desc(smem_base + kR.kv_offset + stage * kR.kv_stage_bytes, 16, 1024);
     auto step = [](u64 d, int bytes) { return (d & ~u64(0xffffffffu)) | u32(u32(d) + u32(bytes >> 4)); };
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kNopeK; ++ks) {
       const int at = (ks % 4) * kStepBytes;
-      Wgmma<E, kBM>::ss(qk_nope, step(kd, (ks / 4) * kKPanel + at), step(qd, (ks / 4) * kQPanel + at), ks > 0 ? 1 : 0);
+      Wgmma<E, 16>::ss(qk_nope, step(kd, (ks / 4) * kKPanel + at), step(qd, (ks / 4) * kQPanel + at), ks > 0 ? 1 : 0);
     }
-    float(&rope)[kBM / 2] = kFp8 ? qk_rope : qk_nope;
+    float(&rope)[8] = kFp8 ? qk_rope : qk_nope;
 #pragma unroll
     for (int r = 0; r < kRopeK; ++r) {
       const int at = (r % 4) * kStepBytes;
-      Wgmma<R, kBM>::ss(rope, step(kd, (kNopePanels + r / 4) * kKPanel + at),
+      Wgmma<R, 16>::ss(rope, step(kd, (kNopePanels + r / 4) * kKPanel + at),
                         step(qd, (kNopePanels + r / 4) * kQPanel + at), kFp8 && r == 0 ? 0 : 1);
     }
     wgmma_commit();
   }
 
   // swap_qk: the issued S^T (scaled where the cache is fp8), then S through the exchange in this
-  // warp's fragments.
+  // warp's fragments (its row block's, which another warpgroup computed where BM is 32).
   __device__ __forceinline__ void scores_swapped(float (&s)[1][kNT][4], int n) {
     using namespace sm90;
     wgmma_wait<0>();
@@ -278,7 +281,7 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
       fence_operand(qk_rope);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float kscale = kKeyScales ? key_scale_slot(n)[16 * warp + g + 8 * h] : 1.f;
+        const float kscale = kKeyScales ? key_scale_slot(n)[16 * (warp % 4) + g + 8 * h] : 1.f;
 #pragma unroll
         for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -296,13 +299,14 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) x[(8 * j + 2 * t + e) * kRow + 16 * warp + g + 8 * h] = qk_nope[4 * j + 2 * h + e];
+        for (int e = 0; e < 2; ++e)
+          x[(16 * (warp / 4) + 8 * j + 2 * t + e) * kRow + 16 * (warp % 4) + g + 8 * h] = qk_nope[4 * j + 2 * h + e];
     __syncthreads();
 #pragma unroll
     for (int jn = 0; jn < kNT; ++jn)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float2 v = *reinterpret_cast<const float2*>(x + (g + 8 * h) * kRow + 8 * jn + 2 * t);
+        const float2 v = *reinterpret_cast<const float2*>(x + (16 * wm + g + 8 * h) * kRow + 8 * jn + 2 * t);
         s[0][jn][2 * h] = v.x;
         s[0][jn][2 * h + 1] = v.y;
       }
@@ -441,7 +445,7 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
         for (int j = 0; j < 2; ++j)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int packed = m0 + 8 * j + 2 * t + e;
+            const int packed = m0 + 16 * (warp / 4) + 8 * j + 2 * t + e;
             q_factor[j][e] = packed < rows ? k_scale * scales.q.at(b, head_of(packed), seq.q_start, token_of(packed)) : 0.f;
           }
       }

@@ -242,8 +242,8 @@ TEST(LatentDecode, SwappedQkOnOneWgmmaWarpgroup) {
   EXPECT_NE(src.unit.find("kSwapQk = true"), std::string::npos);
   EXPECT_NE(src.unit.find("m64n16k32.f32.e4m3.e4m3"), std::string::npos);
   EXPECT_NE(src.unit.find("m64n16k16.f32.bf16.bf16"), std::string::npos);
-  // It compiles without spills: fp8 with per-token or per-tensor K scales, e5m2, bf16, and two
-  // tokens of eight heads under a causal mask.
+  // It compiles without spills: fp8 with per-token or per-tensor K scales, e5m2, bf16, two
+  // tokens of eight heads under a causal mask, and 32 rows.
   Config per_tensor = c;
   per_tensor.scales.k = ScaleGranularity::per_tensor;
   per_tensor.dtype.scale.reset();
@@ -251,10 +251,14 @@ TEST(LatentDecode, SwappedQkOnOneWgmmaWarpgroup) {
   e5m2.dtype.qkv = DType::e5m2;
   Config bf16 = mla(16, 1);
   bf16.tuning.swap_qk = true;
+  // 32 rows: a warpgroup for each 16, eight warps.
+  Config rows32 = mla_fp8(32, 1);
+  rows32.tuning.swap_qk = true;
+  EXPECT_EQ(tile_of(resolve(rows32)), (LatentTile{0, KvLoads::cp_async, 32, 8, 64, 2}));
   Config steps = mla_fp8(8, 2);
   steps.mask = Mask::causal;
   steps.tuning.swap_qk = true;
-  for (const Config& k : {c, per_tensor, e5m2, bf16, steps}) {
+  for (const Config& k : {c, per_tensor, e5m2, bf16, steps, rows32}) {
     ASSERT_TRUE(check_config(k).empty()) << canonical_json(k);
     const CompiledKernel kernel = compile(generate(resolve(k)));
     EXPECT_EQ(kernel.report.spill_stores, 0) << canonical_json(k) << "\n" << kernel.log;
@@ -266,9 +270,12 @@ TEST(LatentDecode, SwappedQkOnOneWgmmaWarpgroup) {
   Config keys32 = c;
   keys32.tuning.BN = 32;
   EXPECT_EQ(issue_paths(keys32), std::set<std::string>{"tuning.BN"});
-  Config rows32 = mla_fp8(32, 1);
-  rows32.tuning.swap_qk = true;
-  EXPECT_EQ(issue_paths(rows32), (std::set<std::string>{"tuning.BM", "tuning.num_warps"}));
+  Config rows64 = rows32;
+  rows64.tuning.BM = 64;
+  EXPECT_EQ(issue_paths(rows64), std::set<std::string>{"tuning.BM"});
+  Config one_warpgroup = rows32;
+  one_warpgroup.tuning.num_warps = 4;
+  EXPECT_EQ(issue_paths(one_warpgroup), std::set<std::string>{"tuning.num_warps"});
   Config q16 = c;
   q16.dtype.q = DType::bf16;
   q16.scales.q = ScaleGranularity::none;

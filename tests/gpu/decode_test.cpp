@@ -406,7 +406,7 @@ const std::vector<LatentCase>& latent_cases() {
        -1, 0, KvLoads::tma},
       {"mla_seesaw_bf16_g64_q1_page8_window_bn16", DType::bf16, 576, 512, 64, 64, 1, 8, Mask::sliding_window, false, 0,
        1, 0, 0, 16, -1, 0, KvLoads::tma},
-      // tuning.swap_qk (sm_90a): 16-row blocks whose four warps compute S^T = K Q^T as one wgmma
+      // tuning.swap_qk (sm_90a): each 16 rows' four warps compute S^T = K Q^T as one wgmma
       // warpgroup over 64-key tiles (QGMMA on an fp8 cache, Q's and K's scales applied to S).
       swapped({"mla_swapqk_bf16_g16_q1_page64", DType::bf16, 576, 512, 64, 16, 1, 64, Mask::none, false, 0}),
       swapped({"latent_swapqk_v256_fp16_g8_q2_page16_causal", DType::fp16, 576, 256, 64, 8, 2, 16, Mask::causal, false,
@@ -423,6 +423,15 @@ const std::vector<LatentCase>& latent_cases() {
       swapped(fp8_latent({"mla_swapqk_e4m3_g4_q4_contiguous_causal_varlen_unscaled", DType::e4m3, 576, 512, 64, 4, 4,
                           0, Mask::causal, true, 0},
                          G::none, G::none)),
+      // 32 rows: two warpgroups, each over its 16 rows of every key (24 rows: the second's last
+      // eight are past the step's rows).
+      swapped({"mla_swapqk_bf16_g16_q2_page64_causal", DType::bf16, 576, 512, 64, 16, 2, 64, Mask::causal, false, 0}),
+      swapped(fp8_latent({"mla_swapqk_e4m3_g32_q1_page64_per_token", DType::e4m3, 576, 512, 64, 32, 1, 64, Mask::none,
+                          false, 0},
+                         G::per_tensor, G::per_token, DType::fp32)),
+      swapped(fp8_latent({"mla_swapqk_e4m3_g12_q2_page16_causal_three_splits_per_head", DType::e4m3, 576, 512, 64, 12,
+                          2, 16, Mask::causal, false, 3},
+                         G::per_token, G::per_head)),
       // fp8 caches (mma.sync, every target): fp8 nope columns beside a 16-bit rope part, V
       // dequantised with K's scales; every K scale granularity, per-token scales in fp32 and bf16.
       fp8_latent({"mla_e4m3_g16_q1_page64_per_token", DType::e4m3, 576, 512, 64, 16, 1, 64, Mask::none, false, 0},
