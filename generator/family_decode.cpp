@@ -61,6 +61,20 @@ bool tma_loads(const Config& c) { return c.tuning.kv_loads == KvLoads::tma; }
 // (tuning.swap_qk): a tile's 64 keys are wgmma's rows.
 bool swap_qk(const Config& c) { return shared_kv(c) && c.tuning.swap_qk.value_or(false); }
 constexpr int kSwapQkKeys = 64;
+// "auto" gives an fp8 latent cache swap_qk on sm_90a up to this many packed rows (H100, MLA e4m3,
+// 16 heads, batch 64 x 16k, page 64, 2026-12-05: 147 / 140 TFLOP/s idle / sustained against 115 /
+// 119 unswapped).
+constexpr int kSwapQkDefaultRows = 16;
+
+// Whether "auto" takes swap_qk: an fp8 latent cache on the mma.sync pass of sm_90a whose Q is in
+// the cache's type, without per-block K scales, at the default tile (nothing of it named).
+bool swap_qk_by_default(const Config& c, const ArchInfo& arch) {
+  const Tuning& t = c.tuning;
+  return shared_kv(c) && is_float8(c.dtype.qkv) && arch.has_wgmma() && packed_rows(c) <= kSwapQkDefaultRows &&
+         (!c.dtype.q || *c.dtype.q == c.dtype.qkv) && c.scales.k_block == 0 && c.head_dim.qk % 64 == 0 &&
+         c.head_dim.rope % 64 == 0 && c.head_dim.v % (4 * 128) == 0 && !t.BM && !t.BN && !t.num_warps && !t.num_kv_stages &&
+         t.consumer_warpgroups.value_or(0) == 0 && t.kv_loads != KvLoads::tma;
+}
 
 // The latent seesaw pass: wgmma warpgroups on alternate key tiles, loaded by TMA.
 bool latent_seesaw(const Config& c) { return latent_wgmma(c) && tma_loads(c); }
@@ -429,6 +443,7 @@ class DecodeFamily final : public KernelFamily {
       t.consumer_warpgroups = arch.has_wgmma() && tile && packed_rows(c) >= kWgmmaRows && (!fp8 || fp8_seesaw) ? 2 : 0;
     }
     const bool wgmma = *t.consumer_warpgroups == 2;
+    if (!t.swap_qk && !wgmma && swap_qk_by_default(c, arch)) t.swap_qk = true;
     if (!t.kv_loads) {
       // TMA boxes, so the seesaw pass, wherever they apply to the wgmma pass's caches, unless a
       // tile only the ring's pass takes is named (H200, MLA bf16, page 64, batch 64/128 x

@@ -144,8 +144,11 @@ Config mla_fp8(int heads, int tokens, const char* arch = "sm_90a") {
 }
 
 TEST(LatentDecode, Fp8CacheTilesAndSharedMemory) {
-  // mma.sync warps below 64 packed rows; a 32-key tile row is 512 fp8 bytes and 64 bf16.
-  const Config r16 = resolve(mla_fp8(16, 1));
+  // mma.sync warps below 64 packed rows (Q K^T not swapped); a 32-key tile row is 512 fp8 bytes
+  // and 64 bf16.
+  Config c16 = mla_fp8(16, 1);
+  c16.tuning.swap_qk = false;
+  const Config r16 = resolve(c16);
   EXPECT_EQ(tile_of(r16), (LatentTile{0, KvLoads::cp_async, 16, 4, 32, 3}));
   // Q 16 x 576 (16-bit), three stages of 32 x (512 + 64 x 2) bytes, three row-offset slots,
   // one exchange slot, four slots of 32 per-token K scales, the flag: two CTAs an SM.
@@ -231,7 +234,21 @@ TEST(LatentDecode, SwappedQkOnOneWgmmaWarpgroup) {
   EXPECT_EQ(tile_of(r), (LatentTile{0, KvLoads::cp_async, 16, 4, 64, 2}));
   EXPECT_EQ(readable_name(r), "fwd_sm90a_e4m3_d576v512r64_obf16_none_g16_paged64_scaled_lse_decode_q1_latent_swapqk_bm16_bn64");
   EXPECT_EQ(nlohmann::json::parse(canonical_json(r))["tuning"]["swap_qk"], true);
-  EXPECT_FALSE(nlohmann::json::parse(canonical_json(resolve(mla_fp8(16, 1))))["tuning"].contains("swap_qk"));
+  // "auto" swaps an fp8 cache's Q K^T on sm_90a up to 16 rows where the tile is its own: not
+  // at 32 rows, not for a bf16 cache, Q in bf16, per-block K scales, other targets, or a tile
+  // named in part.
+  EXPECT_EQ(resolve(mla_fp8(16, 1)).tuning.swap_qk, std::optional<bool>(true));
+  EXPECT_EQ(resolve(mla_fp8(8, 2)).tuning.swap_qk, std::optional<bool>(true));
+  EXPECT_EQ(tile_of(resolve(mla_fp8(16, 1))), tile_of(r));
+  Config named = mla_fp8(16, 1);
+  named.tuning.num_kv_stages = 3;
+  Config bf16_q = mla_fp8(16, 1);
+  bf16_q.dtype.q = DType::bf16;
+  bf16_q.scales.q = ScaleGranularity::none;
+  Config v256 = mla_fp8(16, 1);
+  v256.head_dim.v = 256;
+  for (const Config& k : {mla_fp8(32, 1), mla(16, 1), mla_fp8(16, 1, "sm_80"), mla_fp8(16, 1, "sm_100a"), named, bf16_q, v256})
+    EXPECT_FALSE(resolve(k).tuning.swap_qk.value_or(false)) << canonical_json(k);
   // Q 16 x 576 (its fp8 nope bytes and bf16 rope in the first five panels), two stages of 64 x
   // 640 bytes, two row-offset slots, the scores once (16 rows of 64 + 8 floats), three slots of
   // 64 per-token K scales, the flag: two CTAs an SM.

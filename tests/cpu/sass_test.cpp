@@ -251,6 +251,7 @@ TEST_F(Sass, LatentFp8CacheWidensToFp16Hmma) {
   for (int heads : {16, 128}) {
     Config c = fp8_latent_config(heads);
     c.tuning.kv_loads = KvLoads::cp_async;
+    c.tuning.swap_qk = false;
     const std::string sass = disassemble(compile(generate(resolve(c))).cubin);
     EXPECT_GT(count(sass, "HMMA.16816.F32 "), 0u) << heads << " heads: fp16 (nope, P V)";
     EXPECT_GT(count(sass, "HMMA.16816.F32.BF16"), 0u) << heads << " heads: bf16 (rope)";

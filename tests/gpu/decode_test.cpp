@@ -295,7 +295,7 @@ struct LatentCase {
   std::optional<DType> q_dtype = {};  // dtype.q: a 16-bit Q beside an fp8 cache
   ScaleLayout token_layout = ScaleLayout::positions;  // per-token K scales' layout
   int k_block = 0;  // scales.k_block: per-token K scales of each block of columns
-  bool swap_qk = false;  // tuning.swap_qk: S^T = K Q^T on one wgmma warpgroup (sm_90a)
+  std::optional<bool> swap_qk;  // tuning.swap_qk: S^T = K Q^T on wgmma warpgroups (sm_90a); unset: the default
 };
 void PrintTo(const LatentCase& c, std::ostream* os) { *os << c.label; }
 
@@ -317,9 +317,15 @@ LatentCase fp8_latent(LatentCase c, ScaleGranularity q, ScaleGranularity k, std:
   return c;
 }
 
-// `c` with S^T = K Q^T on one wgmma warpgroup (tuning.swap_qk, sm_90a).
+// `c` with S^T = K Q^T on wgmma warpgroups (tuning.swap_qk, sm_90a).
 LatentCase swapped(LatentCase c) {
   c.swap_qk = true;
+  return c;
+}
+
+// `c` with Q K^T on mma.sync where sm_90a's default would swap it.
+LatentCase unswapped(LatentCase c) {
+  c.swap_qk = false;
   return c;
 }
 
@@ -351,7 +357,7 @@ Config latent_config(const LatentCase& k) {
   if (k.warpgroups >= 0) c.tuning.consumer_warpgroups = k.warpgroups;
   if (k.stages) c.tuning.num_kv_stages = k.stages;
   if (k.loads) c.tuning.kv_loads = *k.loads;
-  if (k.swap_qk) c.tuning.swap_qk = true;
+  if (k.swap_qk) c.tuning.swap_qk = *k.swap_qk;
   return c;
 }
 
@@ -434,16 +440,19 @@ const std::vector<LatentCase>& latent_cases() {
                          G::per_token, G::per_head)),
       // fp8 caches (mma.sync, every target): fp8 nope columns beside a 16-bit rope part, V
       // dequantised with K's scales; every K scale granularity, per-token scales in fp32 and bf16.
-      fp8_latent({"mla_e4m3_g16_q1_page64_per_token", DType::e4m3, 576, 512, 64, 16, 1, 64, Mask::none, false, 0},
-                 G::per_tensor, G::per_token, DType::fp32),
+      // sm_90a swaps Q K^T by default where it applies; the unswapped cases keep mma.sync's.
+      unswapped(fp8_latent({"mla_e4m3_g16_q1_page64_per_token", DType::e4m3, 576, 512, 64, 16, 1, 64, Mask::none,
+                            false, 0},
+                           G::per_tensor, G::per_token, DType::fp32)),
       fp8_latent({"mla_e4m3_g128_q2_page64_causal_per_token_bf16_mma_sync", DType::e4m3, 576, 512, 64, 128, 2, 64,
                   Mask::causal, false, 0, 1, 0, 0, 0, 0},
                  G::per_token, G::per_token, DType::bf16),
       fp8_latent({"mla_e4m3_g32_q1_page16_seven_splits_per_tensor", DType::e4m3, 576, 512, 64, 32, 1, 16, Mask::none,
                   false, 7},
                  G::per_head, G::per_tensor),
-      fp8_latent({"mla_e5m2_g16_q1_page16_per_token_bf16", DType::e5m2, 576, 512, 64, 16, 1, 16, Mask::none, false, 0},
-                 G::per_token, G::per_token, DType::bf16),
+      unswapped(fp8_latent({"mla_e5m2_g16_q1_page16_per_token_bf16", DType::e5m2, 576, 512, 64, 16, 1, 16, Mask::none,
+                            false, 0},
+                           G::per_token, G::per_token, DType::bf16)),
       fp8_latent({"mla_e5m2_g16_q4_contiguous_causal_varlen_unscaled", DType::e5m2, 576, 512, 64, 16, 4, 0, Mask::causal,
                   true, 0},
                  G::none, G::none),
@@ -534,7 +543,7 @@ class LatentMatrix : public ::testing::TestWithParam<LatentCase> {};
 TEST_P(LatentMatrix, MatchesReference) {
   FLASHJIT_REQUIRE_GPU();
   const LatentCase& k = GetParam();
-  if ((k.loads == KvLoads::tma || k.swap_qk) && current_device().arch() != "sm_90a") GTEST_SKIP() << "TMA loads and swap_qk need sm_90a";
+  if ((k.loads == KvLoads::tma || k.swap_qk.value_or(false)) && current_device().arch() != "sm_90a") GTEST_SKIP() << "TMA loads and swap_qk need sm_90a";
   expect_matches_reference(k.label, latent_config(k), decode_shapes(step_of(k), k.heads_k));
 }
 
