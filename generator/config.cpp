@@ -374,7 +374,7 @@ json to_json(const Config& c) {
   if (tu.num_warps) t["num_warps"] = *tu.num_warps;
   if (tu.kv_loads) t["kv_loads"] = to_string(*tu.kv_loads);
   if (tu.exp2_fma_every) t["exp2_fma_every"] = *tu.exp2_fma_every;
-  if (tu.swap_qk.value_or(false)) t["swap_qk"] = true;
+  if (tu.swap_qk) t["swap_qk"] = *tu.swap_qk;  // false too: "auto" may swap where it is unset
   if (tu.seqlen_hint) t["seqlen_hint"] = *tu.seqlen_hint;
   if (tu.max_seqlen_q) t["max_seqlen_q"] = *tu.max_seqlen_q;
 

@@ -61,18 +61,25 @@ bool tma_loads(const Config& c) { return c.tuning.kv_loads == KvLoads::tma; }
 // (tuning.swap_qk): a tile's 64 keys are wgmma's rows.
 bool swap_qk(const Config& c) { return shared_kv(c) && c.tuning.swap_qk.value_or(false); }
 constexpr int kSwapQkKeys = 64;
-// "auto" gives an fp8 latent cache swap_qk on sm_90a up to this many packed rows (H100, MLA e4m3,
-// 16 heads, batch 64 x 16k, page 64, 2026-12-05: 147 / 140 TFLOP/s idle / sustained against 115 /
-// 119 unswapped).
-constexpr int kSwapQkDefaultRows = 16;
+// "auto" swaps Q K^T on sm_90a's latent mma.sync pass (32 rows: two warpgroups) from this many
+// packed rows for a 16-bit cache, from 1 for an fp8 one. H100, MLA, batch 64 x 16k, page 64,
+// TFLOP/s idle / sustained, 2026-12-05: e4m3 16 heads 147 / 140 against 115 / 119 unswapped; 32
+// rows (32 heads, or 16 heads of two tokens) 194-197 against 132-136; bf16 16 rows 83-87 against
+// 90-91 (one CTA an SM), 32 rows 177-179 against 151-155 (FlashInfer 177-181). Two 16-row blocks
+// for 32 rows instead: 107-109 (bf16), 187-191 (e4m3).
+constexpr int kSwapQkMaxRows = 32;
+constexpr int kSwapQk16BitMinRows = 17;
 
-// Whether "auto" takes swap_qk: an fp8 latent cache on the mma.sync pass of sm_90a whose Q is in
-// the cache's type, without per-block K scales, at the default tile (nothing of it named).
+// Whether "auto" takes swap_qk: a latent cache on the mma.sync pass of sm_90a whose Q is in the
+// cache's type, without per-block K scales, V in four whole panels a row block, at the default
+// tile (nothing of it named).
 bool swap_qk_by_default(const Config& c, const ArchInfo& arch) {
   const Tuning& t = c.tuning;
-  return shared_kv(c) && is_float8(c.dtype.qkv) && arch.has_wgmma() && packed_rows(c) <= kSwapQkDefaultRows &&
+  const bool fp8 = is_float8(c.dtype.qkv);
+  const int rows = packed_rows(c), panel = fp8 ? 128 : 64;
+  return shared_kv(c) && arch.has_wgmma() && rows <= kSwapQkMaxRows && (fp8 || rows >= kSwapQk16BitMinRows) &&
          (!c.dtype.q || *c.dtype.q == c.dtype.qkv) && c.scales.k_block == 0 && c.head_dim.qk % 64 == 0 &&
-         c.head_dim.rope % 64 == 0 && c.head_dim.v % (4 * 128) == 0 && !t.BM && !t.BN && !t.num_warps && !t.num_kv_stages &&
+         c.head_dim.rope % 64 == 0 && c.head_dim.v % (4 * panel) == 0 && !t.BM && !t.BN && !t.num_warps && !t.num_kv_stages &&
          t.consumer_warpgroups.value_or(0) == 0 && t.kv_loads != KvLoads::tma;
 }
 

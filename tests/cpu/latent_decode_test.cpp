@@ -234,12 +234,21 @@ TEST(LatentDecode, SwappedQkOnOneWgmmaWarpgroup) {
   EXPECT_EQ(tile_of(r), (LatentTile{0, KvLoads::cp_async, 16, 4, 64, 2}));
   EXPECT_EQ(readable_name(r), "fwd_sm90a_e4m3_d576v512r64_obf16_none_g16_paged64_scaled_lse_decode_q1_latent_swapqk_bm16_bn64");
   EXPECT_EQ(nlohmann::json::parse(canonical_json(r))["tuning"]["swap_qk"], true);
-  // "auto" swaps an fp8 cache's Q K^T on sm_90a up to 16 rows where the tile is its own: not
-  // at 32 rows, not for a bf16 cache, Q in bf16, per-block K scales, other targets, or a tile
-  // named in part.
-  EXPECT_EQ(resolve(mla_fp8(16, 1)).tuning.swap_qk, std::optional<bool>(true));
-  EXPECT_EQ(resolve(mla_fp8(8, 2)).tuning.swap_qk, std::optional<bool>(true));
+  // "auto" swaps Q K^T on sm_90a where the tile is its own: an fp8 cache's up to 32 rows, a
+  // 16-bit cache's from 17 to 32; not beyond, not for Q in bf16, per-block K scales, V in fewer
+  // than four panels, other targets, a tile named in part, or where false is named.
+  for (const Config& k : {mla_fp8(16, 1), mla_fp8(8, 2), mla_fp8(32, 1), mla(32, 1), mla(16, 2)})
+    EXPECT_EQ(resolve(k).tuning.swap_qk, std::optional<bool>(true)) << canonical_json(k);
   EXPECT_EQ(tile_of(resolve(mla_fp8(16, 1))), tile_of(r));
+  EXPECT_EQ(tile_of(resolve(mla(16, 2))), (LatentTile{0, KvLoads::cp_async, 32, 8, 64, 2}));
+  Config pinned = mla_fp8(16, 1);
+  pinned.tuning.swap_qk = false;
+  const Config unswapped = resolve(pinned);
+  EXPECT_EQ(unswapped.tuning.swap_qk, std::optional<bool>(false));
+  EXPECT_EQ(tile_of(unswapped), (LatentTile{0, KvLoads::cp_async, 16, 4, 32, 3}));
+  // The canonical form keeps the false, so the config resolves the same when read back.
+  EXPECT_EQ(nlohmann::json::parse(canonical_json(unswapped))["tuning"]["swap_qk"], false);
+  EXPECT_EQ(canonical_json(resolve(parse_config_text(canonical_json(pinned)))), canonical_json(unswapped));
   Config named = mla_fp8(16, 1);
   named.tuning.num_kv_stages = 3;
   Config bf16_q = mla_fp8(16, 1);
@@ -247,7 +256,8 @@ TEST(LatentDecode, SwappedQkOnOneWgmmaWarpgroup) {
   bf16_q.scales.q = ScaleGranularity::none;
   Config v256 = mla_fp8(16, 1);
   v256.head_dim.v = 256;
-  for (const Config& k : {mla_fp8(32, 1), mla(16, 1), mla_fp8(16, 1, "sm_80"), mla_fp8(16, 1, "sm_100a"), named, bf16_q, v256})
+  for (const Config& k : {mla_fp8(64, 1), mla(16, 1), mla(64, 1), mla_fp8(16, 1, "sm_80"), mla_fp8(16, 1, "sm_100a"),
+                          named, bf16_q, v256})
     EXPECT_FALSE(resolve(k).tuning.swap_qk.value_or(false)) << canonical_json(k);
   // Q 16 x 576 (its fp8 nope bytes and bf16 rope in the first five panels), two stages of 64 x
   // 640 bytes, two row-offset slots, the scores once (16 rows of 64 + 8 floats), three slots of

@@ -365,7 +365,7 @@ const std::vector<LatentCase>& latent_cases() {
   static const std::vector<LatentCase> cases = {
       {"mla_bf16_g16_q1_page64", DType::bf16, 576, 512, 64, 16, 1, 64, Mask::none, false, 0},
       {"mla_bf16_g128_q1_page64", DType::bf16, 576, 512, 64, 128, 1, 64, Mask::none, false, 0},
-      {"mla_bf16_g16_q2_page64_causal", DType::bf16, 576, 512, 64, 16, 2, 64, Mask::causal, false, 0},
+      unswapped({"mla_bf16_g16_q2_page64_causal", DType::bf16, 576, 512, 64, 16, 2, 64, Mask::causal, false, 0}),
       {"mla_fp16_g32_q1_page16_seven_splits", DType::fp16, 576, 512, 64, 32, 1, 16, Mask::none, false, 7},
       {"mla_bf16_g16_q1_page1_one_split", DType::bf16, 576, 512, 64, 16, 1, 1, Mask::none, false, 1},
       {"mla_bf16_g64_q1_page64_window", DType::bf16, 576, 512, 64, 64, 1, 64, Mask::sliding_window, false, 0},
@@ -437,7 +437,7 @@ const std::vector<LatentCase>& latent_cases() {
                          G::per_tensor, G::per_token, DType::fp32)),
       swapped(fp8_latent({"mla_swapqk_e4m3_g12_q2_page16_causal_three_splits_per_head", DType::e4m3, 576, 512, 64, 12,
                           2, 16, Mask::causal, false, 3},
-                         G::per_token, G::per_head)),
+                         G::per_token, G::per_head, DType::bf16)),
       // fp8 caches (mma.sync, every target): fp8 nope columns beside a 16-bit rope part, V
       // dequantised with K's scales; every K scale granularity, per-token scales in fp32 and bf16.
       // sm_90a swaps Q K^T by default where it applies; the unswapped cases keep mma.sync's.
