@@ -57,7 +57,7 @@ bool latent_wgmma(const Config& c) { return shared_kv(c) && wgmma_pass(c); }
 
 bool tma_loads(const Config& c) { return c.tuning.kv_loads == KvLoads::tma; }
 
-// The latent mma.sync pass with S = Q K^T computed as K Q^T by one wgmma warpgroup
+// The latent mma.sync pass with S = Q K^T computed as K Q^T by a wgmma warpgroup per 16 rows
 // (tuning.swap_qk): a tile's 64 keys are wgmma's rows.
 bool swap_qk(const Config& c) { return shared_kv(c) && c.tuning.swap_qk.value_or(false); }
 constexpr int kSwapQkKeys = 64;
@@ -438,6 +438,8 @@ class DecodeFamily final : public KernelFamily {
   // 2026-12-03).
   // The seesaw pass (kv_loads "tma"): two wgmma warpgroups and a loader warpgroup, 64 rows, key tiles
   // of 32 over as many stages as fit (four at 576 columns: 231,040 bytes with Q).
+  // swap_qk (mma.sync with Q K^T on a wgmma warpgroup per 16 rows; swap_qk_by_default says where):
+  // 64 keys, two stages, BM / 4 warps.
   static void resolve_latent(Config& c, const ArchInfo& arch) {
     Tuning& t = c.tuning;
     const bool fp8 = is_float8(c.dtype.qkv);

@@ -224,9 +224,9 @@ TEST(LatentDecode, LaunchBoundsFollowTheCtasAnSmHolds) {
   EXPECT_EQ(bounds(mla(128, 1)), "__launch_bounds__(384, 1)");
 }
 
-// tuning.swap_qk: the four warps of a 16-row block compute S^T = K Q^T as one wgmma warpgroup
+// tuning.swap_qk: each 16 rows' four warps compute S^T = K Q^T as one wgmma warpgroup
 // over 64-key tiles, Q and K from the ring's panels in the cache's type (QGMMA for fp8).
-TEST(LatentDecode, SwappedQkOnOneWgmmaWarpgroup) {
+TEST(LatentDecode, SwappedQkOnWgmmaWarpgroups) {
   Config c = mla_fp8(16, 1);
   c.tuning.swap_qk = true;
   EXPECT_TRUE(check_config(c).empty());
