@@ -96,8 +96,9 @@ struct Tuning {
   // none, 1: all). Left unset by resolve(), so other configs' canonical form is unchanged.
   std::optional<int> exp2_fma_every;
   // decode, latent caches on mma.sync warps (sm_90a): S = Q K^T computed as its transpose
-  // K Q^T by the four warps as one wgmma warpgroup, a tile's 64 keys as wgmma's rows, instead of
-  // each warp's share of the head dim and the exchange of partial sums. Unset: false.
+  // K Q^T by a wgmma warpgroup per 16 rows, a tile's 64 keys as wgmma's rows, instead of each
+  // warp's share of the head dim and the exchange of partial sums. Unset: resolve() sets true
+  // where it is the default (family_decode.cpp); a named false is kept.
   std::optional<bool> swap_qk;
   // The key length the kernel is expected to see: tiles left unset are chosen for it. Read by
   // resolve() and not kept in the resolved config, which names the tiles themselves.

@@ -60,12 +60,13 @@ TEST(Config, RoundTripsThroughJson) {
 
 // Every leaf of the JSON form, changed: the configs compare unequal exactly when their
 // canonical forms differ, and equal configs hash equally (the runtime keys loaded kernels so).
+// Every tuning field is set, a false one too: each must survive the round trip.
 TEST(Config, EqualityAndHashFollowTheCanonicalForm) {
   json full = base();
   full["tuning"] = json::parse(R"({"family": "sm90", "BM": 128, "BN": 128, "num_kv_stages": 2,
       "num_qk_stages": 1, "num_pv_stages": 1, "swizzle": 128, "pair_cta": false,
       "splitk_partitions": 1, "scheduler": "dynamic", "consumer_warpgroups": 2, "seqlen_hint": 512,
-      "kv_loads": "tma", "exp2_fma_every": 4})");
+      "kv_loads": "tma", "exp2_fma_every": 4, "num_warps": 8, "swap_qk": false, "max_seqlen_q": 4})");
   const Config c = parse_config(full);
   EXPECT_TRUE(c == parse_config(to_json(c)));
   EXPECT_EQ(ConfigHash()(c), ConfigHash()(parse_config(to_json(c))));
