@@ -70,17 +70,34 @@ constexpr int kSwapQkKeys = 64;
 constexpr int kSwapQkMaxRows = 32;
 constexpr int kSwapQk16BitMinRows = 17;
 
-// Whether "auto" takes swap_qk: a latent cache on the mma.sync pass of sm_90a whose Q is in the
-// cache's type, without per-block K scales, V in four whole panels a row block, at the default
-// tile (nothing of it named).
+// What of a config's operands swap_qk cannot take, whatever the tile: wgmma multiplies Q and K in
+// one type, applies no per-block scales, and reads whole 128-byte panels.
+std::vector<ConfigIssue> swap_qk_operand_issues(const Config& c) {
+  std::vector<ConfigIssue> issues;
+  if (c.dtype.q && *c.dtype.q != c.dtype.qkv)
+    issues.push_back({"dtype.q", std::string("\"") + to_string(*c.dtype.q) + "\"",
+                      "tuning.swap_qk multiplies Q in the cache's type (wgmma takes both operands in one type)"});
+  if (c.scales.k_block > 0)
+    issues.push_back({"scales.k_block", std::to_string(c.scales.k_block),
+                      "per-block K scales are not taken with tuning.swap_qk"});
+  if (c.head_dim.qk % 64 || c.head_dim.rope % 64)
+    issues.push_back({"tuning.swap_qk", "true",
+                      "needs whole 128-byte panels: head_dim.qk and head_dim.rope multiples of 64"});
+  return issues;
+}
+
+// Whether "auto" takes swap_qk: a latent cache on the mma.sync pass of sm_90a whose operands it
+// takes, V in four whole panels a row block (its BM / 4 warps), at the default tile (nothing of
+// it named).
 bool swap_qk_by_default(const Config& c, const ArchInfo& arch) {
   const Tuning& t = c.tuning;
   const bool fp8 = is_float8(c.dtype.qkv);
   const int rows = packed_rows(c), panel = fp8 ? 128 : 64;
-  return shared_kv(c) && arch.has_wgmma() && rows <= kSwapQkMaxRows && (fp8 || rows >= kSwapQk16BitMinRows) &&
-         (!c.dtype.q || *c.dtype.q == c.dtype.qkv) && c.scales.k_block == 0 && c.head_dim.qk % 64 == 0 &&
-         c.head_dim.rope % 64 == 0 && c.head_dim.v % (4 * panel) == 0 && !t.BM && !t.BN && !t.num_warps && !t.num_kv_stages &&
-         t.consumer_warpgroups.value_or(0) == 0 && t.kv_loads != KvLoads::tma;
+  const bool rows_ok = rows <= kSwapQkMaxRows && (fp8 || rows >= kSwapQk16BitMinRows);
+  const bool tile_unnamed = !t.BM && !t.BN && !t.num_warps && !t.num_kv_stages &&
+                            t.consumer_warpgroups.value_or(0) == 0 && t.kv_loads != KvLoads::tma;
+  return shared_kv(c) && arch.has_wgmma() && rows_ok && tile_unnamed && c.head_dim.v % (4 * panel) == 0 &&
+         swap_qk_operand_issues(c).empty();
 }
 
 // The latent seesaw pass: wgmma warpgroups on alternate key tiles, loaded by TMA.
@@ -180,8 +197,9 @@ int smem_for(const Config& c, int bm, int bn, int warps, int stages) {
 }
 
 // CTAs of the latent mma.sync pass that one SM holds (its launch bounds' minimum): as many as
-// shared memory allows, while each thread keeps at least kMinLatentRegisters. Four warps at 16 rows with an fp8 cache's two
-// stages of 32 keys (69 KB) are three; the other tiles' two (or one) leave the registers alone.
+// shared memory allows, while each thread keeps at least kMinLatentRegisters. Four warps at 16
+// rows with an fp8 cache's two stages of 32 keys (69 KB) are three; the other tiles' two (or
+// one) leave the registers alone.
 constexpr int kMinLatentRegisters = 168;
 int min_blocks_per_sm(const Config& c, const ArchInfo& arch, int threads) {
   if (!shared_kv(c) || wgmma_pass(c)) return 1;
@@ -361,8 +379,8 @@ class DecodeFamily final : public KernelFamily {
       constants.push_back({"kSwapQk", swap_qk(c) ? "true" : "false"});
     }
     // The wgmma wrappers: the wgmma passes' GEMMs in the cache's type, or fp16 for an fp8 cache's
-    // dequantised stages (the seesaw pass); swap_qk's m64n16 Q K^T (16 rows a warpgroup) in the cache's own type (k32 for
-    // fp8). A rope part of another type multiplies in its own Q K^T steps.
+    // dequantised stages (the seesaw pass); swap_qk's m64n16 Q K^T (16 rows a warpgroup) in the
+    // cache's own type (k32 for fp8). A rope part of another type multiplies in its own steps.
     const bool swapped = swap_qk(c);
     const DType math = is_float8(c.dtype.qkv) && !swapped ? DType::fp16 : c.dtype.qkv;
     const DType rope = c.dtype.rope.value_or(c.dtype.qkv);
@@ -543,8 +561,8 @@ class DecodeFamily final : public KernelFamily {
   }
 
   // tuning.swap_qk: a wgmma warpgroup for each 16 rows of the tile multiplies each tile's 64 keys
-  // by its rows of Q, both operands K-major from shared memory in the ring's
-  // 128-byte panels; Q stays in the cache's type, so its scale applies to S, as K's does.
+  // by its rows of Q, both operands K-major from shared memory in the ring's 128-byte panels; Q
+  // stays in the cache's type, so its scale applies to S, as K's does.
   static void check_swap_qk(const Config& c, const ArchInfo& arch, std::vector<ConfigIssue>& issues) {
     const Tuning& t = c.tuning;
     auto bad = [&](const char* f, int v, std::string rule) {
@@ -557,15 +575,9 @@ class DecodeFamily final : public KernelFamily {
     else if (*t.num_warps != *t.BM / 4)
       bad("num_warps", *t.num_warps,
           "must be " + std::to_string(*t.BM / 4) + " with tuning.swap_qk (a wgmma warpgroup per 16 rows)");
-    if (*t.BN != kSwapQkKeys) bad("BN", *t.BN, "must be 64 with tuning.swap_qk (a tile's keys are the wgmma's 64 rows)");
-    if (c.dtype.q && *c.dtype.q != c.dtype.qkv)
-      issues.push_back({"dtype.q", std::string("\"") + to_string(*c.dtype.q) + "\"",
-                        "tuning.swap_qk multiplies Q in the cache's type (wgmma takes both operands in one type)"});
-    if (c.scales.k_block > 0)
-      issues.push_back({"scales.k_block", std::to_string(c.scales.k_block),
-                        "per-block K scales are not taken with tuning.swap_qk"});
-    if (c.head_dim.qk % 64 || c.head_dim.rope % 64)
-      issues.push_back({"tuning.swap_qk", "true", "needs whole 128-byte panels: head_dim.qk and head_dim.rope multiples of 64"});
+    if (*t.BN != kSwapQkKeys)
+      bad("BN", *t.BN, "must be 64 with tuning.swap_qk (a tile's keys are the wgmma's 64 rows)");
+    for (ConfigIssue& issue : swap_qk_operand_issues(c)) issues.push_back(std::move(issue));
   }
 
   // The rules both split passes share: the ring's depth, the split count, the grid, and the

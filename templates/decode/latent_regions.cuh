@@ -13,7 +13,7 @@
 //               block split the head dim of Q K^T and add their parts. One slot is enough: the
 //               ring's barrier between two tiles' math separates a tile's reads from the next
 //               tile's writes. With tuning.swap_qk: the tile's scores S[row][key] (BN + 8 floats
-//               a row), which the warpgroup's S^T = K Q^T accumulators are written into
+//               a row), which the warpgroups' S^T = K Q^T accumulators are written into
 //   key scales[stages + 1]  per-token K scales (fp32) of each key row of an fp8 cache, when the
 //               config has them: one slot more than the ring, as in smem_regions.cuh; per-block
 //               scales (scales.k_block) [block][key row] in each slot
@@ -51,7 +51,7 @@ struct LatentShape {
   int nope_bytes = 2;       // bytes of a nope element: 1 for an fp8 cache (its rope part is 16-bit)
   bool key_scales = false;  // per-token K scales
   int key_scale_blocks = 1;  // per-token K scales of each key row (scales.k_block: one per block)
-  bool swap_qk = false;      // S^T = K Q^T by one wgmma warpgroup (tuning.swap_qk)
+  bool swap_qk = false;      // S^T = K Q^T by a wgmma warpgroup per 16 rows (tuning.swap_qk)
 };
 
 struct LatentRegions {
