@@ -29,76 +29,47 @@ __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 selector) {
   return r;
 }
 
-// 4 x 4 bytes: on return x[j] byte i is the old x[i] byte j.
-__device__ __forceinline__ void transpose4x4(u32 (&x)[4]) {
-  const u32 t0 = prmt(x[0], x[1], 0x5140), t1 = prmt(x[0], x[1], 0x7362);
-  const u32 u0 = prmt(x[2], x[3], 0x5140), u1 = prmt(x[2], x[3], 0x7362);
-  x[0] = prmt(t0, u0, 0x5410);
-  x[1] = prmt(t0, u0, 0x7632);
-  x[2] = prmt(t1, u1, 0x5410);
-  x[3] = prmt(t1, u1, 0x7632);
-}
-
+// One stage by the transposer warps, a unit of 16 keys x 32 V columns (512 bytes) per warp step:
+//   1. ldmatrix.x4.trans reads four 8 x 16-byte blocks of V: keys k0 + 8 (i % 2) .. +7 of the
+//      16-byte chunk 2 db + i / 2 (matrix i). As b16 matrices transposed, lane l (quad position
+//      q = l % 4, c = l / 4) gets of each the bytes of columns 2c, 2c + 1 in keys 2q and 2q + 1.
+//   2. One prmt per pair of key halves gives a column's four keys k0 + {2q, 2q + 1, 8 + 2q,
+//      9 + 2q}: the fragment keys 4q .. 4q + 3 that the probabilities' packing expects
+//      (permuted_key), so no other permutation is needed.
+//   3. stmatrix.x4 writes four 8 x 16-byte blocks of Vt, row c of each from the quad c. The
+//      rows are V columns, addressed by lane: matrix 0 takes the quads' even columns for c < 4
+//      and their odd ones above, matrix 1 the rest, so a block's eight rows are columns of
+//      eight distinct residues mod 8 and hit eight distinct swizzled chunks (no bank conflict).
+// Both sides' rows sit inside one 16-byte chunk of the 128-byte swizzle (chunk ^ row % 8).
 template <int kBlockN, int kHeadDimV>
 struct VTranspose {
   static_assert(kBlockN % 32 == 0, "keys come in 32-key wgmma steps");
   static_assert(kHeadDimV % 128 == 0, "V's columns fill 128-byte panels");
-  static constexpr int kTransposers = 32 * kVTransposerWarps;  // whole warps: half-warps matter below
-  static constexpr int kDimBlocks = kHeadDimV / 8, kKeyBlocks = kBlockN / 8;
-  static constexpr int kUnits = kDimBlocks * kKeyBlocks;  // 8 x 8-byte blocks
+  static constexpr int kKeyBlocks = kBlockN / 16, kColumnBlocks = kHeadDimV / 32;
+  static constexpr int kUnits = kKeyBlocks * kColumnBlocks;
 
-  // Byte address of V element (key, col) and Vt element (col, fragment key h).
-  __device__ __forceinline__ static u32 v_addr(u32 v, int key, int col) {
-    return v + (col >> 7) * (kBlockN * 128) + key * 128 + ((((col & 127) >> 4) ^ (key & 7)) << 4) + (col & 15);
-  }
-  __device__ __forceinline__ static u32 vt_addr(u32 vt, int col, int h) {
-    return vt + (h >> 7) * (kHeadDimV * 128) + col * 128 + ((((h & 127) >> 4) ^ (col & 7)) << 4) + (h & 15);
-  }
-
-  // One stage, by transposer thread t (0..95). A unit is 8 V columns x 8 fragment keys: eight
-  // 8-byte rows in, an 8 x 8 byte transpose in registers, eight 8-byte rows out. 8-byte accesses
-  // are served per half-warp, so each half-warp takes 8 column blocks x 2 key blocks: its loads
-  // read 64 bytes of each of two V rows whose swizzled chunks are disjoint. Its stores would all
-  // hit one 16-byte chunk column (Vt's swizzle follows the row, and every thread writes row
-  // col0 + j at step j), so lane l writes its rows rotated by l % 8: the input rows are
-  // byte-rotated before the transpose, and the half-warp covers all 32 banks.
-  static constexpr int kKeyPairs = kKeyBlocks / 2;
+  // Transposer thread t (0 .. 32 kVTransposerWarps - 1); its warp takes units w, w + 3, ...
   __device__ __forceinline__ static void stage(u32 v, u32 vt, int t) {
+    const int lane = t & 31, warp = t >> 5;
+    const int i = lane >> 3, r = lane & 7;  // the matrix and row this lane addresses
+    // ldmatrix: key k0 + 8 (i % 2) + r (so the key's swizzle residue is r), chunk 2 db + i / 2.
+    const u32 ld_row = v + (8 * (i & 1) + r) * 128;
+    // stmatrix: V column 32 db + col; col % 8 is its swizzle residue.
+    const bool high = r >= 4;
+    const int col = 16 * (i >> 1) + 2 * r + ((i & 1) != high ? 1 : 0);
+    const u32 st_row = vt + col * 128;
+    const int st_residue = col & 7;
+    // The column of each pair that matrix 0 (even for quads 0-3, odd for 4-7) and 1 take.
+    const bool quad_high = (lane >> 2) >= 4;
+    const u32 sel0 = quad_high ? 0x7531u : 0x6420u, sel1 = quad_high ? 0x6420u : 0x7531u;
 #pragma unroll 1
-    for (int u = t; u < kUnits; u += kTransposers) {
-      const int l = u % 32, group = u / 32;  // 32 units: 16 column blocks x 2 key blocks
-      const int rot = l & 7;
-      const int col0 = 8 * (rot + 8 * (l / 16) + 16 * (group / kKeyPairs));
-      const int h0 = 8 * (2 * (group % kKeyPairs) + (l / 8) % 2);
-      u32 lo[2][4], hi[2][4];  // [rows 0-3 / 4-7][row]: bytes 0..3 and 4..7 after the rotation
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const u32 a = v_addr(v, permuted_key(h0 + i), col0);
-        u32 x, y;
-        asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(x), "=r"(y) : "r"(a));
-        // Byte k of the rotated row is column col0 + (k + rot) % 8.
-        if (rot & 4) {
-          const u32 z = x;
-          x = y;
-          y = z;
-        }
-        const u32 sh = 8 * (rot & 3);
-        asm("shf.r.wrap.b32 %0, %1, %2, %3;" : "=r"(lo[i / 4][i % 4]) : "r"(x), "r"(y), "r"(sh));
-        asm("shf.r.wrap.b32 %0, %1, %2, %3;" : "=r"(hi[i / 4][i % 4]) : "r"(y), "r"(x), "r"(sh));
-      }
-#pragma unroll
-      for (int g = 0; g < 2; ++g) {
-        transpose4x4(lo[g]);
-        transpose4x4(hi[g]);
-      }
-      // Step j: column col0 + (j + rot) % 8; keys h0..h0+3 are lo[0][j] (j < 4) or hi[0][j - 4],
-      // keys h0+4..+7 the same word of the second row group.
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const u32 w0 = j < 4 ? lo[0][j & 3] : hi[0][j & 3], w1 = j < 4 ? lo[1][j & 3] : hi[1][j & 3];
-        const u32 a = vt_addr(vt, col0 + ((j + rot) & 7), h0);
-        asm volatile("st.shared.v2.u32 [%0], {%1, %2};" ::"r"(a), "r"(w0), "r"(w1) : "memory");
-      }
+    for (int u = warp; u < kUnits; u += kVTransposerWarps) {
+      const int kb = u % kKeyBlocks, db = u / kKeyBlocks;
+      const int chunk = 2 * db + (i >> 1);
+      u32 x[4];
+      ldmatrix_x4_trans(ld_row + (chunk >> 3) * (kBlockN * 128) + kb * (16 * 128) + (((chunk & 7) ^ r) << 4), x);
+      const u32 st = st_row + (kb >> 3) * (kHeadDimV * 128) + db * (32 * 128) + (((kb & 7) ^ st_residue) << 4);
+      stmatrix_x4(st, prmt(x[0], x[1], sel0), prmt(x[0], x[1], sel1), prmt(x[2], x[3], sel0), prmt(x[2], x[3], sel1));
     }
   }
 };

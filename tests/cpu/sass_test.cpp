@@ -65,7 +65,8 @@ TEST_F(Sass, Sm90KernelsIssueHgmmaTmaAndRegisterHandOver) {
 }
 
 // fp8 sm90 kernels run both GEMMs on the fp8 tensor-core path (QGMMA, k32): Q·Kᵀ at N = BN and
-// P·V at N = dv, the latter on the transposed V; no HGMMA or HMMA.
+// P·V at N = dv, the latter on the transposed V, which the producer's spare warps write with
+// transposing ldmatrix and stmatrix (LDSM.16.MT88, STSM), not 8-byte shared loads; no HGMMA or HMMA.
 TEST_F(Sass, Sm90Fp8KernelsIssueQgmma) {
   for (DType dtype : {DType::e4m3, DType::e5m2})
     for (int d : {128, 256}) {
@@ -84,6 +85,8 @@ TEST_F(Sass, Sm90Fp8KernelsIssueQgmma) {
       EXPECT_EQ(count(sass, "HGMMA"), 0u) << what;
       EXPECT_EQ(count(sass, "HMMA."), 0u) << what;
       EXPECT_GT(count(sass, "UTMALDG"), 0u) << what;
+      EXPECT_GT(count(sass, "LDSM.16.MT88.4"), 0u) << "V's transpose in " << what;
+      EXPECT_EQ(count(sass, "LDS.64"), 0u) << what;
     }
 }
 
