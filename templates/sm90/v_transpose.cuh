@@ -12,16 +12,11 @@
 
 #include "common/types.cuh"
 #include "sm90/ptx.cuh"
+#include "sm90/v_transpose_map.cuh"
 
 namespace flashjit::sm90 {
 
 inline constexpr int kVTransposerWarps = 3;  // warps 1-3 of the producer warpgroup
-
-// The V key (within a 32-key step) that fragment key h reads: h = 16 half + 4 q + i holds the
-// accumulator's column 16 half + 8 (i / 2) + 2 q + i % 2.
-__device__ constexpr int permuted_key(int h) {
-  return (h & ~31) + 16 * ((h >> 4) & 1) + 8 * ((h >> 1) & 1) + 2 * ((h >> 2) & 3) + (h & 1);
-}
 
 __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 selector) {
   u32 r;
@@ -49,27 +44,16 @@ struct VTranspose {
   static constexpr int kUnits = kKeyBlocks * kColumnBlocks;
 
   // Transposer thread t (0 .. 32 kVTransposerWarps - 1); its warp takes units w, w + 3, ...
+  // Offsets: v_transpose_map.cuh.
   __device__ __forceinline__ static void stage(u32 v, u32 vt, int t) {
-    const int lane = t & 31, warp = t >> 5;
-    const int i = lane >> 3, r = lane & 7;  // the matrix and row this lane addresses
-    // ldmatrix: key k0 + 8 (i % 2) + r (so the key's swizzle residue is r), chunk 2 db + i / 2.
-    const u32 ld_row = v + (8 * (i & 1) + r) * 128;
-    // stmatrix: V column 32 db + col; col % 8 is its swizzle residue.
-    const bool high = r >= 4;
-    const int col = 16 * (i >> 1) + 2 * r + ((i & 1) != high ? 1 : 0);
-    const u32 st_row = vt + col * 128;
-    const int st_residue = col & 7;
-    // The column of each pair that matrix 0 (even for quads 0-3, odd for 4-7) and 1 take.
-    const bool quad_high = (lane >> 2) >= 4;
-    const u32 sel0 = quad_high ? 0x7531u : 0x6420u, sel1 = quad_high ? 0x6420u : 0x7531u;
+    const VTransposeLane l = v_transpose_lane(t & 31);
 #pragma unroll 1
-    for (int u = warp; u < kUnits; u += kVTransposerWarps) {
+    for (int u = t >> 5; u < kUnits; u += kVTransposerWarps) {
       const int kb = u % kKeyBlocks, db = u / kKeyBlocks;
-      const int chunk = 2 * db + (i >> 1);
       u32 x[4];
-      ldmatrix_x4_trans(ld_row + (chunk >> 3) * (kBlockN * 128) + kb * (16 * 128) + (((chunk & 7) ^ r) << 4), x);
-      const u32 st = st_row + (kb >> 3) * (kHeadDimV * 128) + db * (32 * 128) + (((kb & 7) ^ st_residue) << 4);
-      stmatrix_x4(st, prmt(x[0], x[1], sel0), prmt(x[0], x[1], sel1), prmt(x[2], x[3], sel0), prmt(x[2], x[3], sel1));
+      ldmatrix_x4_trans(v + v_transpose_load(l, kBlockN, kb, db), x);
+      stmatrix_x4(vt + v_transpose_store(l, kHeadDimV, kb, db), prmt(x[0], x[1], l.select[0]),
+                  prmt(x[0], x[1], l.select[1]), prmt(x[2], x[3], l.select[0]), prmt(x[2], x[3], l.select[1]));
     }
   }
 };

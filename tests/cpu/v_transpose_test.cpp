@@ -1,0 +1,112 @@
+// The fp8 V transposers' addressing (templates/sm90/v_transpose_map.cuh), run on the host against
+// a model of the three instructions the kernel issues per unit: a transposing ldmatrix.x4 (b16),
+// prmt and stmatrix.x4 (b16), as the PTX ISA defines their fragments. Every Vt byte of a stage
+// must hold the V byte that the P·V fragment reads there (V key permuted_key(h) of column col),
+// each exactly once, and no 8-row block of either instruction may put two rows in one bank group.
+#include "sm90/v_transpose_map.cuh"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+#include <set>
+#include <vector>
+
+namespace flashjit::sm90 {
+namespace {
+
+using Word = std::uint32_t;
+
+// prmt.b32 d, a, b, selector: byte n of d is byte (selector nibble n) of {b, a}.
+Word prmt(Word a, Word b, unsigned selector) {
+  const std::uint64_t pool = (std::uint64_t(b) << 32) | a;
+  Word d = 0;
+  for (int n = 0; n < 4; ++n) d |= Word((pool >> (8 * ((selector >> (4 * n)) & 7))) & 0xff) << (8 * n);
+  return d;
+}
+
+// The 16-byte chunk (bank group) of a row address inside a 128-byte line.
+int chunk_of(int offset) { return (offset >> 4) & 7; }
+
+struct Geometry {
+  int block_n, head_dim_v;
+};
+
+class VTransposeMap : public ::testing::TestWithParam<Geometry> {};
+
+TEST_P(VTransposeMap, EveryVtByteHoldsItsPermutedKeyOnce) {
+  const Geometry g = GetParam();
+  const int v_bytes = (g.head_dim_v / 128) * g.block_n * 128;
+  const int vt_bytes = ((g.block_n + 127) / 128) * g.head_dim_v * 128;
+  // A V stage whose byte at (key, col) names both, so a misplaced byte cannot pass.
+  std::vector<std::uint8_t> v(v_bytes);
+  for (int key = 0; key < g.block_n; ++key)
+    for (int col = 0; col < g.head_dim_v; ++col)
+      v[v_stage_offset(g.block_n, key, col)] = std::uint8_t(key * 31 + col * 7 + (key * col) / 5);
+  std::vector<int> writes(vt_bytes, 0);
+  std::vector<std::uint8_t> vt(vt_bytes, 0);
+
+  for (int kb = 0; kb < g.block_n / 16; ++kb)
+    for (int db = 0; db < g.head_dim_v / 32; ++db) {
+      std::array<VTransposeLane, 32> lane;
+      std::array<int, 32> load, store;
+      for (int l = 0; l < 32; ++l) {
+        lane[l] = v_transpose_lane(l);
+        load[l] = v_transpose_load(lane[l], g.block_n, kb, db);
+        store[l] = v_transpose_store(lane[l], g.head_dim_v, kb, db);
+      }
+      for (int m = 0; m < 4; ++m) {  // each matrix's eight rows in eight bank groups
+        std::set<int> in, out;
+        for (int r = 0; r < 8; ++r) {
+          in.insert(chunk_of(load[8 * m + r]));
+          out.insert(chunk_of(store[8 * m + r]));
+        }
+        EXPECT_EQ(in.size(), 8u) << "ldmatrix matrix " << m << " kb " << kb << " db " << db;
+        EXPECT_EQ(out.size(), 8u) << "stmatrix matrix " << m << " kb " << kb << " db " << db;
+      }
+      // ldmatrix.x4.trans: register m of lane l holds b16 elements (row 2q, column c) and
+      // (row 2q + 1, column c) of matrix m, q = l % 4, c = l / 4; a row is the 16 bytes at the
+      // address lane 8m + row gave, column c its bytes 2c and 2c + 1.
+      std::array<std::array<Word, 4>, 32> x{};
+      for (int l = 0; l < 32; ++l)
+        for (int m = 0; m < 4; ++m) {
+          const int q = l % 4, c = l / 4;
+          const int lo = load[8 * m + 2 * q] + 2 * c, hi = load[8 * m + 2 * q + 1] + 2 * c;
+          x[l][m] = Word(v[lo]) | Word(v[lo + 1]) << 8 | Word(v[hi]) << 16 | Word(v[hi + 1]) << 24;
+        }
+      // stmatrix.x4: register m of lane l is b16 columns 2q, 2q + 1 (bytes 4q .. 4q + 3) of row
+      // l / 4 of matrix m, stored at the address lane 8m + row gave.
+      for (int l = 0; l < 32; ++l) {
+        const Word regs[4] = {prmt(x[l][0], x[l][1], lane[l].select[0]), prmt(x[l][0], x[l][1], lane[l].select[1]),
+                              prmt(x[l][2], x[l][3], lane[l].select[0]), prmt(x[l][2], x[l][3], lane[l].select[1])};
+        for (int m = 0; m < 4; ++m)
+          for (int b = 0; b < 4; ++b) {
+            const int at = store[8 * m + l / 4] + 4 * (l % 4) + b;
+            ASSERT_GE(at, 0);
+            ASSERT_LT(at, vt_bytes);
+            vt[at] = std::uint8_t(regs[m] >> (8 * b));
+            ++writes[at];
+          }
+      }
+    }
+
+  for (int col = 0; col < g.head_dim_v; ++col)
+    for (int h = 0; h < g.block_n; ++h) {
+      const int at = vt_stage_offset(g.head_dim_v, col, h);
+      ASSERT_EQ(writes[at], 1) << "Vt column " << col << ", fragment key " << h;
+      ASSERT_EQ(vt[at], v[v_stage_offset(g.block_n, permuted_key(h), col)])
+          << "Vt column " << col << ", fragment key " << h << " (V key " << permuted_key(h) << ")";
+    }
+}
+
+// Block sizes the fp8 kernels take (BN a multiple of 32, up to 256; a last key panel partly
+// used where BN is no multiple of 128) and both V widths.
+INSTANTIATE_TEST_SUITE_P(Tiles, VTransposeMap,
+                         ::testing::Values(Geometry{64, 128}, Geometry{96, 256}, Geometry{128, 128},
+                                           Geometry{160, 128}, Geometry{192, 128}, Geometry{256, 256}),
+                         [](const ::testing::TestParamInfo<Geometry>& i) {
+                           return "bn" + std::to_string(i.param.block_n) + "_dv" + std::to_string(i.param.head_dim_v);
+                         });
+
+}  // namespace
+}  // namespace flashjit::sm90
