@@ -243,6 +243,9 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
   // (BM 32: two warpgroups, each over every key of the tile); accumulator element 4 j + 2 h + e
   // is key 16 (warp % 4) + g + 8 h, row 16 wg + 8 j + 2 t + e.
   float qk_nope[8], qk_rope[8];
+  // swap_qk: the first of this warp's warpgroup's 16 rows (S^T's N) and of its 16 keys of the tile.
+  __device__ __forceinline__ int swap_row0() const { return 16 * (warp / 4); }
+  __device__ __forceinline__ int swap_key0() const { return 16 * (warp % 4); }
   __device__ __forceinline__ void issue_qk_swapped(int stage) {
     using namespace sm90;
     using R = typename T::RopeElement;
@@ -252,7 +255,7 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
     constexpr int kNopePanels = kNopeK / 4;  // four k-steps a 128-byte panel
     // Each k-step's descriptors are the tiles' first ones plus its byte offset / 16 (the address
     // field's low bits: shared addresses stay below 2^18, so nothing carries out of it).
-    const u64 qd = make_desc(smem_base + kR.q_offset + (warp / 4) * 16 * 128, 16, 1024);
+    const u64 qd = make_desc(smem_base + kR.q_offset + swap_row0() * 128, 16, 1024);
     const u64 kd = make_desc(smem_base + kR.kv_offset + stage * kR.kv_stage_bytes, 16, 1024);
     auto step = [](u64 d, int bytes) { return (d & ~u64(0xffffffffu)) | u32(u32(d) + u32(bytes >> 4)); };
     wgmma_fence();
@@ -281,7 +284,7 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
       fence_operand(qk_rope);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float kscale = kKeyScales ? key_scale_slot(n)[16 * (warp % 4) + g + 8 * h] : 1.f;
+        const float kscale = kKeyScales ? key_scale_slot(n)[swap_key0() + g + 8 * h] : 1.f;
 #pragma unroll
         for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -300,7 +303,7 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int e = 0; e < 2; ++e)
-          x[(16 * (warp / 4) + 8 * j + 2 * t + e) * kRow + 16 * (warp % 4) + g + 8 * h] = qk_nope[4 * j + 2 * h + e];
+          x[(swap_row0() + 8 * j + 2 * t + e) * kRow + swap_key0() + g + 8 * h] = qk_nope[4 * j + 2 * h + e];
     __syncthreads();
 #pragma unroll
     for (int jn = 0; jn < kNT; ++jn)
@@ -445,7 +448,7 @@ struct LatentSplit : LatentRing<LatentSplit<T>, T> {
         for (int j = 0; j < 2; ++j)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int packed = m0 + 16 * (warp / 4) + 8 * j + 2 * t + e;
+            const int packed = m0 + swap_row0() + 8 * j + 2 * t + e;
             q_factor[j][e] = packed < rows ? k_scale * scales.q.at(b, head_of(packed), seq.q_start, token_of(packed)) : 0.f;
           }
       }

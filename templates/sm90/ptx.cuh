@@ -112,15 +112,6 @@ __device__ __forceinline__ void stmatrix_x4(u32 addr, u32 r0, u32 r1, u32 r2, u3
                : "memory");
 }
 
-// Four 8x8 b16 matrices, transposed: register i holds matrix i's rows 2 (lane % 4) (low half)
-// and +1 (high half) of column lane / 4; lane l gives the address of row l % 8 of matrix l / 8.
-__device__ __forceinline__ void ldmatrix_x4_trans(u32 addr, u32 (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-
 // L2 eviction policies for the cache hint operand.
 __device__ __forceinline__ u64 policy_evict_first() {
   u64 p;

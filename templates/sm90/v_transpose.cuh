@@ -11,6 +11,7 @@
 #pragma once
 
 #include "common/types.cuh"
+#include "sm80/ldmatrix.cuh"
 #include "sm90/ptx.cuh"
 #include "sm90/v_transpose_map.cuh"
 
@@ -18,17 +19,11 @@ namespace flashjit::sm90 {
 
 inline constexpr int kVTransposerWarps = 3;  // warps 1-3 of the producer warpgroup
 
-__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 selector) {
-  u32 r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
-  return r;
-}
-
 // One stage by the transposer warps, a unit of 16 keys x 32 V columns (512 bytes) per warp step:
 //   1. ldmatrix.x4.trans reads four 8 x 16-byte blocks of V: keys k0 + 8 (i % 2) .. +7 of the
 //      16-byte chunk 2 db + i / 2 (matrix i). As b16 matrices transposed, lane l (quad position
 //      q = l % 4, c = l / 4) gets of each the bytes of columns 2c, 2c + 1 in keys 2q and 2q + 1.
-//   2. One prmt per pair of key halves gives a column's four keys k0 + {2q, 2q + 1, 8 + 2q,
+//   2. One prmt (__byte_perm) per pair of key halves gives a column's four keys k0 + {2q, 2q + 1, 8 + 2q,
 //      9 + 2q}: the fragment keys 4q .. 4q + 3 that the probabilities' packing expects
 //      (permuted_key), so no other permutation is needed.
 //   3. stmatrix.x4 writes four 8 x 16-byte blocks of Vt, row c of each from the quad c. The
@@ -51,9 +46,10 @@ struct VTranspose {
     for (int u = t >> 5; u < kUnits; u += kVTransposerWarps) {
       const int kb = u % kKeyBlocks, db = u / kKeyBlocks;
       u32 x[4];
-      ldmatrix_x4_trans(v + v_transpose_load(l, kBlockN, kb, db), x);
-      stmatrix_x4(vt + v_transpose_store(l, kHeadDimV, kb, db), prmt(x[0], x[1], l.select[0]),
-                  prmt(x[0], x[1], l.select[1]), prmt(x[2], x[3], l.select[0]), prmt(x[2], x[3], l.select[1]));
+      sm80::ldmatrix_x4_trans(x, v + v_transpose_load(l, kBlockN, kb, db));
+      stmatrix_x4(vt + v_transpose_store(l, kHeadDimV, kb, db), __byte_perm(x[0], x[1], l.select[0]),
+                  __byte_perm(x[0], x[1], l.select[1]), __byte_perm(x[2], x[3], l.select[0]),
+                  __byte_perm(x[2], x[3], l.select[1]));
     }
   }
 };
