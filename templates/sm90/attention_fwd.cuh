@@ -152,7 +152,7 @@ struct ForwardKernel {
   // no Q. With pair_cta both CTAs arm every stage for the whole tile, and rank 0 multicasts K,
   // rank 1 V.
   __device__ __forceinline__ static bool produce_tile(const AttentionParams& p, const Layout& smem, const WorkTile& w,
-                                      State& kv, u32 tiles, const Pipe& kpipe, const Pipe& vpipe, u32& v_fills) {
+                                      State& kv, u32 tiles, const Pipe& kpipe, const Pipe& vpipe) {
     const TileRange r = range(p, w);
     if (!kPair && r.skip) return false;
     const int batch = T::kVarlen ? 0 : w.batch;
@@ -193,7 +193,6 @@ struct ForwardKernel {
       vpipe.producer_acquire(kv, kVBytes, leader);
       if (loads_v) load_kv(smem.v(kv.index), &p.tma_v, vpipe.full(kv.index), row, kv_head, batch, evict_last);
       kv.advance();
-      ++v_fills;
     }
     return !r.skip;
   }
@@ -231,23 +230,25 @@ struct ForwardKernel {
     const Pipe vpipe{smem, Layout::kVFull, Layout::kVEmpty};
     Scheduler sched = scheduler(smem);
     State kv;
-    u32 tiles = 0, v_fills = 0;
+    u32 tiles = 0;
     for (SchedulerState st = sched.initial(p); sched.valid(p, st);) {
       if constexpr (Scheduler::kDynamic) {
         const int ticket = sched.draw(p);
-        tiles += produce_tile(p, smem, sched.work(p, st), kv, tiles, kpipe, vpipe, v_fills);
+        tiles += produce_tile(p, smem, sched.work(p, st), kv, tiles, kpipe, vpipe);
         st = sched.publish(ticket);
       } else {
-        tiles += produce_tile(p, smem, sched.work(p, st), kv, tiles, kpipe, vpipe, v_fills);
+        tiles += produce_tile(p, smem, sched.work(p, st), kv, tiles, kpipe, vpipe);
         st = sched.advance(p, st);
       }
     }
     // The transposers wait on V fills and cannot see the schedule: one last, empty fill of the
-    // next stage, with the fill count published before it, tells them to stop.
+    // next stage, with that stage's closing flag set before it, tells them to stop. The flag is
+    // written once, after the stage's previous fill was freed (every earlier read of it is
+    // ordered before), and read after the fill completes.
     if constexpr (kTransposeV) {
       mbar_wait(vpipe.empty(kv.index), kv.phase ^ 1);
       if ((threadIdx.x & 31) == 0) {
-        asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem.loads_done_flag()), "r"(v_fills + 1) : "memory");
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem.v_closing_flag(kv.index)), "r"(1u) : "memory");
         mbar_arrive(vpipe.full(kv.index));
       }
     }
@@ -265,11 +266,14 @@ struct ForwardKernel {
     const int t = threadIdx.x - 32;
     State st;
 #pragma unroll 1
-    for (u32 fills = 0;; ++fills) {
+    for (;;) {
       mbar_wait(smem.barrier(Layout::kVFull + st.index), st.phase);
-      u32 total;
-      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(total) : "r"(smem.loads_done_flag()) : "memory");
-      if (total != 0 && fills + 1 == total) break;  // the producer's closing fill
+      // Lane 0 reads the flag for its warp: the lane that frees the stage is then the lane that
+      // read it, so the producer's later write of it is ordered after every read.
+      u32 closing = 0;
+      if ((threadIdx.x & 31) == 0)
+        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(closing) : "r"(smem.v_closing_flag(st.index)) : "memory");
+      if (__shfl_sync(0xffffffffu, closing, 0) != 0) break;  // the producer's closing fill
       mbar_wait(smem.barrier(Layout::kVtEmpty + st.index), st.phase ^ 1);
       Transpose::stage(smem.v(st.index), smem.vt(st.index), t);
       fence_proxy_async_shared();  // Vt is read by wgmma, through the async proxy
@@ -560,7 +564,8 @@ struct ForwardKernel {
         }
       }
       if constexpr (kTransposeV)
-        asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem.loads_done_flag()), "r"(0u) : "memory");
+        for (int s = 0; s < kStages; ++s)
+          asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem.v_closing_flag(s)), "r"(0u) : "memory");
       for (int s = 0; s < 2; ++s) {
         mbar_init(smem.barrier(Layout::kTileFull + s), 1);
         mbar_init(smem.barrier(Layout::kTileEmpty + s), 4 * kCwg);

@@ -4,7 +4,7 @@
 // swizzle: [panel][row][128 bytes].
 //   mbarriers: Q full/empty, K full/empty and V full/empty per stage, the dynamic scheduler's
 //   tile ring (full/empty per slot), and with fp8 the transposed V's full/empty per stage; then
-//   the scheduler's two tile-index slots and the producer's end-of-loads flag
+//   the scheduler's two tile-index slots and, per V stage, the producer's closing flag
 #pragma once
 
 #include "common/element_traits.cuh"
@@ -46,6 +46,7 @@ struct SmemLayout {
   static_assert(T::kQStages == 1 || T::kQStages == 2, "one or two Q buffers");
   static_assert(kTotalBytes == T::kSmemBytes, "host and device disagree on the shared-memory size");
   static_assert(kNumBarriers * 8 <= kRegions.tile_slot_offset - kRegions.barrier_offset, "too many mbarriers");
+  static_assert(4 * (2 + T::kStages) <= kRegions.total - kRegions.tile_slot_offset, "tile slots and closing flags");
   static_assert((T::kHeadDimQK - T::kHeadDimRope) % kPanelElems == 0 && T::kHeadDimRope % 64 == 0 &&
                     T::kHeadDimV % kPanelElems == 0,
                 "head dims must fill whole 128-byte panels");
@@ -68,8 +69,8 @@ struct SmemLayout {
   }
   __device__ __forceinline__ u32 barrier(int index) const { return base + kRegions.barrier_offset + 8 * index; }
   __device__ __forceinline__ u32 tile_slot(int i) const { return base + kRegions.tile_slot_offset + 4 * i; }
-  // Set by the producer once it has issued its last load (fp8: ends the V transposers' loop).
-  __device__ __forceinline__ u32 loads_done_flag() const { return tile_slot(2); }
+  // Per V stage: set by the producer for its closing, empty fill (fp8: ends the V transposers' loop).
+  __device__ __forceinline__ u32 v_closing_flag(int stage) const { return tile_slot(2 + stage); }
 };
 
 }  // namespace flashjit::sm90
