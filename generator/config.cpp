@@ -250,6 +250,7 @@ void parse_tuning(const json& j, std::vector<ConfigIssue>& issues, Tuning& t) {
   r.read_int("num_warps", t.num_warps);
   r.read_enum("kv_loads", kKvLoads, t.kv_loads);
   r.read_int("exp2_fma_every", t.exp2_fma_every);
+  r.read_bool("lazy_rescale", t.lazy_rescale);
   r.read_bool("swap_qk", t.swap_qk);
   r.read_int("seqlen_hint", t.seqlen_hint);
   r.read_int("max_seqlen_q", t.max_seqlen_q);
@@ -374,6 +375,7 @@ json to_json(const Config& c) {
   if (tu.num_warps) t["num_warps"] = *tu.num_warps;
   if (tu.kv_loads) t["kv_loads"] = to_string(*tu.kv_loads);
   if (tu.exp2_fma_every) t["exp2_fma_every"] = *tu.exp2_fma_every;
+  if (tu.lazy_rescale) t["lazy_rescale"] = *tu.lazy_rescale;
   if (tu.swap_qk) t["swap_qk"] = *tu.swap_qk;  // false too: "auto" may swap where it is unset
   if (tu.seqlen_hint) t["seqlen_hint"] = *tu.seqlen_hint;
   if (tu.max_seqlen_q) t["max_seqlen_q"] = *tu.max_seqlen_q;

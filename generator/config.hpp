@@ -95,6 +95,10 @@ struct Tuning {
   // sm90: one in N of the softmax's exponentials on the FMA pipe instead of the SFU (0 or unset:
   // none, 1: all). Left unset by resolve(), so other configs' canonical form is unchanged.
   std::optional<int> exp2_fma_every;
+  // sm90: FA4's conditional rescaling. A row's running max moves only when a tile exceeds it by
+  // more than a threshold, and a warp whose rows all kept theirs skips rescaling O. resolve()
+  // sets it by the O accumulator's width (family_sm90.cpp); a named value is kept.
+  std::optional<bool> lazy_rescale;
   // decode, latent caches on mma.sync warps (sm_90a): S = Q K^T computed as its transpose
   // K Q^T by a wgmma warpgroup per 16 rows, a tile's 64 keys as wgmma's rows, instead of each
   // warp's share of the head dim and the exchange of partial sums. Unset: resolve() sets true

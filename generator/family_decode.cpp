@@ -302,6 +302,7 @@ class DecodeFamily final : public KernelFamily {
     };
     rules::not_for_family(t.pair_cta, "pair_cta", kName, issues);
     rules::not_for_family(t.exp2_fma_every, "exp2_fma_every", kName, issues);
+    rules::not_for_family(t.lazy_rescale, "lazy_rescale", kName, issues);
     rules::not_for_family(t.num_qk_stages, "num_qk_stages", kName, issues);
     rules::not_for_family(t.num_pv_stages, "num_pv_stages", kName, issues);
     rules::not_for_family(t.swizzle, "swizzle", kName, issues);

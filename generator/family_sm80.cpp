@@ -93,6 +93,7 @@ class Sm80Family final : public KernelFamily {
     rules::not_for_family(t.swizzle, "swizzle", kName, issues);
     rules::not_for_family(t.kv_loads, "kv_loads", kName, issues);
     rules::not_for_family(t.exp2_fma_every, "exp2_fma_every", kName, issues);
+    rules::not_for_family(t.lazy_rescale, "lazy_rescale", kName, issues);
     rules::not_for_family(t.swap_qk, "swap_qk", kName, issues);
     Sm80Tile tile{*t.BM, *t.BN, *t.num_warps, *t.num_kv_stages};
     if (tile.warps != 4 && tile.warps != 8) bad("num_warps", tile.warps, "must be 4 or 8");

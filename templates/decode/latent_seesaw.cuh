@@ -333,7 +333,7 @@ struct LatentSeesaw : LatentRing<LatentSeesaw<T>, T> {
   __device__ __forceinline__ void rescale(const float (&factor)[2]) {
     row_sum[0] *= factor[0];
     row_sum[1] *= factor[1];
-    if (__any_sync(0xffffffffu, factor[0] != 1.f || factor[1] != 1.f)) sm90::rescale_rows(o, factor);
+    if (sm90::rows_moved(factor)) sm90::rescale_rows(o, factor);
   }
 
   // V rows of tile n from the cache end on are zeroed before any GEMM reads the tile (P is 0

@@ -130,7 +130,7 @@ struct LatentWgmma : LatentRing<LatentWgmma<T>, T> {
         row_sum[h] *= correction[h];
       }
     }
-    if (__any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) sm90::rescale_rows(o, correction);
+    if (sm90::rows_moved(correction)) sm90::rescale_rows(o, correction);
     const float m0 = max_scaled[0] == neg_inf() ? 0.f : max_scaled[0];
     const float m1 = max_scaled[1] == neg_inf() ? 0.f : max_scaled[1];
 #pragma unroll

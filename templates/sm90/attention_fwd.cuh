@@ -72,7 +72,7 @@ struct ForwardKernel {
   using State = PipelineState<kStages>;
   static constexpr bool kTransposeV = Layout::kTransposeV;
   using Transpose = VTranspose<T::kBlockN, T::kHeadDimV>;
-  using Softmax = OnlineSoftmax<T::kBlockN, kTransposeV ? 8 : 0, T::kFmaExp2Every>;
+  using Softmax = OnlineSoftmax<T::kBlockN, kTransposeV ? 8 : 0, T::kFmaExp2Every, T::kLazyRescale>;
   static constexpr int kPSteps = BN / Traits::kMmaK;  // K steps of P V; one u32[4] of P each
 
   // A rope part (T::kHeadDimRope, its own tensors q_rope and k_rope, 16-bit) lands in the panels
@@ -497,7 +497,7 @@ struct ForwardKernel {
           for (int kk = 0; kk < kPSteps; ++kk) fence_operand(pf[kk]);
           vpipe.consumer_release(v_read);
           if (kReleaseQEarly && n == r.n_min) release_q(smem, qs);
-          rescale_rows(o, correction);
+          if (!T::kLazyRescale || rows_moved(correction)) rescale_rows(o, correction);
           Softmax::template pack_probabilities<Element>(s, pf);
           // Pin the new O and P before the next wgmma fence; otherwise the compiler sinks the
           // conversions past it and ptxas has to inject a warpgroup.arrive (C7519).

@@ -6,6 +6,11 @@
 // (per-token Q scales fold into it). fp8 probabilities take kPOffset 8: P lies in [0, 256], well
 // inside e4m3's 448 (no saturation), and small probabilities keep their mantissa bits instead of
 // falling into e4m3's subnormals; the offset cancels in O / sum and is taken out of the LSE.
+// With kLazy (tuning.lazy_rescale) the running max moves only when a tile's row max exceeds it
+// by more than kLazyLog2 (FA4's conditional rescaling): probabilities then reach
+// 2^(kPOffset + kLazyLog2), 256 for 16-bit P and 2^8.5 (about 362, below e4m3's 448) for fp8,
+// and in most tiles no row of a warp moves, so the consumer skips rescaling O (rows_moved). The
+// result is exact: O and the sum share the max.
 // kFmaExp2Every (tuning.exp2_fma_every) moves one in that many of the exponentials to the FMA
 // pipe (exp2_fma), so the SFU, 16 results a clock per SM, is not alone in computing a tile's
 // probabilities (FA4's split).
@@ -26,9 +31,10 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-template <int kBlockN, int kPOffset = 0, int kFmaExp2Every = 0>
+template <int kBlockN, int kPOffset = 0, int kFmaExp2Every = 0, bool kLazy = false>
 struct OnlineSoftmax {
   static constexpr int kRegs = kBlockN / 2;
+  static constexpr float kLazyLog2 = kPOffset > 0 ? 0.5f : 8.f;
   float max_scaled[2];  // running row max times scale_log2; -inf while the row saw no key
   float sum[2];         // this thread's share of the running row sum (reduced at the end)
 
@@ -68,10 +74,19 @@ struct OnlineSoftmax {
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j) m = fmaxf(m, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
       m = quad_max(m) * scale_log2[h];
-      const float m_new = fmaxf(max_scaled[h], m);
-      correction[h] = max_scaled[h] == neg_inf() ? 0.f : exp2_approx(max_scaled[h] - m_new);
-      max_scaled[h] = m_new;
-      sum[h] *= correction[h];
+      if constexpr (kLazy) {
+        correction[h] = 1.f;
+        if (m > max_scaled[h] + kLazyLog2) {  // a row's first visible key always moves it
+          correction[h] = max_scaled[h] == neg_inf() ? 0.f : exp2_approx(max_scaled[h] - m);
+          max_scaled[h] = m;
+          sum[h] *= correction[h];
+        }
+      } else {
+        const float m_new = fmaxf(max_scaled[h], m);
+        correction[h] = max_scaled[h] == neg_inf() ? 0.f : exp2_approx(max_scaled[h] - m_new);
+        max_scaled[h] = m_new;
+        sum[h] *= correction[h];
+      }
     }
     // A row that has seen no key yet keeps max -inf; its probabilities are exp2(-inf) = 0.
     const float m0 = (max_scaled[0] == neg_inf() ? 0.f : max_scaled[0]) - kPOffset;
@@ -125,6 +140,11 @@ struct OnlineSoftmax {
   }
   __device__ __forceinline__ float inv_sum(int h) const { return sum[h] > 0.f ? 1.f / sum[h] : 0.f; }
 };
+
+// Whether any row of this warp moved its max in the last update (else O needs no rescale).
+__device__ __forceinline__ bool rows_moved(const float (&correction)[2]) {
+  return __any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f);
+}
 
 // O *= correction per row, in the accumulator layout of an m64nN tile.
 template <int kRegs>

@@ -137,7 +137,7 @@ TEST(CliConfig, SchemaCoversEveryField) {
   }
   for (const char* t : {"family", "BM", "BN", "num_kv_stages", "num_qk_stages", "num_pv_stages", "swizzle", "pair_cta",
                         "splitk_partitions", "scheduler", "consumer_warpgroups", "num_warps",
-                        "seqlen_hint", "kv_loads", "exp2_fma_every"}) {
+                        "seqlen_hint", "kv_loads", "exp2_fma_every", "lazy_rescale"}) {
     ASSERT_TRUE(props["tuning"]["properties"].contains(t)) << t;
     EXPECT_TRUE(props["tuning"]["properties"][t].contains("description")) << t;
   }

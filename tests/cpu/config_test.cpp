@@ -321,6 +321,36 @@ TEST(Config, Exp2FmaEveryRules) {
   EXPECT_FALSE(resolve(parse_config(base())).tuning.exp2_fma_every.has_value());
 }
 
+// tuning.lazy_rescale: resolved by the O accumulator's width (on from head_dim.v 128 for 16-bit
+// inputs, from 256 for fp8), a named value kept; a bool; the sm90 family's only.
+TEST(Config, LazyRescaleDefaultsAndRules) {
+  auto resolved = [](int qk, int v, const char* qkv) {
+    json j = base();
+    j["head_dim"] = {{"qk", qk}, {"v", v}};
+    j["dtype"]["qkv"] = qkv;
+    return resolve(parse_config(j)).tuning.lazy_rescale;
+  };
+  EXPECT_EQ(resolved(64, 64, "bf16"), false);
+  EXPECT_EQ(resolved(128, 128, "fp16"), true);
+  EXPECT_EQ(resolved(256, 256, "bf16"), true);
+  EXPECT_EQ(resolved(128, 128, "e4m3"), false);
+  EXPECT_EQ(resolved(256, 256, "e5m2"), true);
+  json j = base();
+  j["tuning"]["lazy_rescale"] = false;
+  EXPECT_TRUE(issues_of(j).empty()) << first_message(j);
+  EXPECT_EQ(resolve(parse_config(j)).tuning.lazy_rescale, false);
+  EXPECT_EQ(to_json(resolve(parse_config(j)))["tuning"]["lazy_rescale"], false);
+  j["tuning"]["lazy_rescale"] = 1;
+  EXPECT_TRUE(has_issue(issues_of(j), "tuning.lazy_rescale"));
+  j["tuning"]["lazy_rescale"] = true;
+  j["arch"] = "sm_80";
+  EXPECT_TRUE(has_issue(issues_of(j), "tuning.lazy_rescale"));
+  json decode = base();
+  decode["tuning"] = {{"max_seqlen_q", 1}, {"lazy_rescale", true}};
+  decode["kv_layout"] = {{"paged", true}, {"page_size", 16}};
+  EXPECT_TRUE(has_issue(issues_of(decode), "tuning.lazy_rescale"));
+}
+
 // 'a' targets exist from sm_90 on and 'f' targets from sm_100 on; anything else is rejected with
 // the rule it breaks (NVRTC would only fail later).
 // An SM's shared memory: the opt-in limit plus 1 KB, and 1 KB reserved beside each CTA's own

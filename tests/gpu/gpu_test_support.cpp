@@ -82,6 +82,20 @@ std::vector<MatrixCase> correctness_matrix() {
                 std::to_string(k.every);
       out.push_back(c);
     }
+  // tuning.lazy_rescale named against its default: on where O is narrow (d64), off where it is
+  // wide (d128, d256).
+  struct LazyCase { DType dt; int d; Mask mask; int group; bool varlen; bool lazy; };
+  if (!only || std::string(only).find("sm90") != std::string::npos)
+    for (const LazyCase& k : {LazyCase{DType::bf16, 64, Mask::causal, 1, false, true},
+                              LazyCase{DType::fp16, 64, Mask::sliding_window, 4, true, true},
+                              LazyCase{DType::bf16, 128, Mask::none, 4, false, false},
+                              LazyCase{DType::fp16, 256, Mask::causal, 1, true, false}}) {
+      MatrixCase c{"sm90", make("sm90", k.dt, k.dt, k.d, k.d, 0, k.mask, k.group, k.varlen, false), ""};
+      c.config.tuning.lazy_rescale = k.lazy;
+      c.label = label("sm90", k.dt, k.dt, Dims{k.d, k.d, 0}, k.mask, k.group, k.varlen) +
+                (k.lazy ? "_lazy" : "_eager");
+      out.push_back(c);
+    }
   return out;
 }
 
