@@ -1,5 +1,7 @@
 #include "generator/sm90_spill_limits.hpp"
 
+#include "generator/element_types.hpp"
+
 namespace flashjit {
 
 namespace {
@@ -8,7 +10,7 @@ namespace {
 // Measured on sm_90a with NVRTC 13.0 (ptxas --warn-on-spills) by bisecting BN for every entry and
 // lowering it until every variant compiled without spills: with and without the LSE, ragged and
 // not, the dynamic and the persistent scheduler (single CTAs), persistent and transient
-// pair_cta clusters. dtypes and group made no difference. The defaults of family_sm90.cpp lie on
+// pair_cta clusters. The 16-bit dtypes and group made no difference. The defaults of family_sm90.cpp lie on
 // or inside these limits.
 constexpr unsigned char kSingle[3][3][4][4] = {
     {{{16, 13, 10, 8}, {15, 13, 10, 7}, {12, 10, 8, 7}, {9, 8, 6, 6}},  // 1 consumer, none
@@ -31,14 +33,35 @@ constexpr unsigned char kPair[3][3][4][4] = {
      {{7, 4, 2, 0}, {6, 4, 2, 0}, {6, 3, 1, 0}, {5, 2, 0, 0}},          // causal
      {{5, 4, 2, 0}, {5, 3, 2, 0}, {5, 3, 1, 0}, {4, 2, 0, 0}}}};        // sliding_window
 
+// fp8 inputs (head_dim.qk 128, 192 or 256 with a bf16 rope part of 64 or 128 columns, head_dim.v
+// 128 or 256; no pair_cta), in 16-key units. P takes half the registers of 16-bit P and the
+// consumers get 8 fewer (the producer warpgroup transposes V), so the 16-bit limits do not carry
+// over. Measured on sm_90a with NVRTC 13.0 (2026-12-06) by raising BN in steps of 32 for every
+// entry until a variant spilled or reported an advisory: e4m3 with per-tensor scales (without the
+// LSE, persistent; with the LSE, ragged, dynamic) and with per-token Q and K scales in fp32
+// (per-head K beside a rope part; with the LSE, dynamic, and ragged, persistent), with and
+// without a rope part of the same width. 16 where shared memory runs out first; 0 for head dims
+// the fp8 kernels do not take (and d_v 256 on three consumers, which ptxas cannot allocate).
+constexpr unsigned char kFp8[3][3][4][4] = {
+    {{{0, 0, 0, 0}, {0, 16, 0, 16}, {0, 16, 0, 16}, {0, 16, 0, 6}},     // 1 consumer, none
+     {{0, 0, 0, 0}, {0, 16, 0, 16}, {0, 16, 0, 16}, {0, 16, 0, 16}},    // causal
+     {{0, 0, 0, 0}, {0, 10, 0, 6}, {0, 10, 0, 6}, {0, 10, 0, 4}}},      // sliding_window
+    {{{0, 0, 0, 0}, {0, 12, 0, 6}, {0, 16, 0, 6}, {0, 16, 0, 6}},       // 2 consumers, none
+     {{0, 0, 0, 0}, {0, 12, 0, 6}, {0, 16, 0, 6}, {0, 16, 0, 6}},       // causal
+     {{0, 0, 0, 0}, {0, 8, 0, 4}, {0, 8, 0, 4}, {0, 6, 0, 4}}},         // sliding_window
+    {{{0, 0, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}},          // 3 consumers, none
+     {{0, 0, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}},          // causal
+     {{0, 0, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}, {0, 2, 0, 0}}}};        // sliding_window
+
 int dim_index(int d) { return d >= 64 && d <= 256 && d % 64 == 0 ? d / 64 - 1 : -1; }
 
 }  // namespace
 
-int sm90_spill_free_bn(const Config& c, int consumer_warpgroups, bool pair_cta) {
+int sm90_spill_free_bn(const Config& c, int consumer_warpgroups, bool pair_cta, bool as_16bit) {
   const int q = dim_index(c.head_dim.qk), v = dim_index(c.head_dim.v);
   if (q < 0 || v < 0 || consumer_warpgroups < 1 || consumer_warpgroups > 3) return 0;
   const int m = c.mask == Mask::none ? 0 : c.mask == Mask::causal ? 1 : 2;
+  if (is_float8(c.dtype.qkv) && !as_16bit) return 16 * kFp8[consumer_warpgroups - 1][m][q][v];
   return 16 * (pair_cta ? kPair : kSingle)[consumer_warpgroups - 1][m][q][v];
 }
 

@@ -134,6 +134,39 @@ TEST(Sm90Fp8Defaults, CompileWithoutSpills) {
   }
 }
 
+// fp8 tiles are held to fp8's own register limits, not the 16-bit ones: d256 BN 96 on two
+// consumers and d128 causal BN 192 on two compile without spills or advisories (the 16-bit
+// limits allow 64 and 176), and the next step up is rejected naming BN and the limit.
+TEST(Sm90Fp8Tiles, HeldToTheFp8RegisterLimits) {
+  auto fp8 = [](int d, Mask mask, int bn) {
+    Config c;
+    c.arch = "sm_90a";
+    c.dtype.qkv = DType::e4m3;
+    c.dtype.out = DType::bf16;
+    c.head_dim = {d, d, 0};
+    c.mask = mask;
+    c.lse = true;
+    c.scales = {ScaleGranularity::per_tensor, ScaleGranularity::per_tensor, ScaleGranularity::per_tensor};
+    c.tuning.BN = bn;
+    return c;
+  };
+  for (const Config& c : {fp8(256, Mask::none, 96), fp8(256, Mask::causal, 96), fp8(128, Mask::causal, 192)}) {
+    ASSERT_TRUE(check_config(c).empty()) << check_config(c)[0].message();
+    const Config r = resolve(c);
+    const std::string what = canonical_json(r);
+    EXPECT_EQ(*r.tuning.consumer_warpgroups, 2) << what;
+    const CompiledKernel k = compile(generate(r));
+    EXPECT_EQ(k.report.spill_stores, 0) << what << "\n" << k.log;
+    EXPECT_EQ(k.log.find("C75"), std::string::npos) << what << "\n" << k.log;
+  }
+  Config over = fp8(256, Mask::none, 128);
+  over.tuning.consumer_warpgroups = 2;
+  const auto issues = check_config(over);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].path, "tuning.BN");
+  EXPECT_NE(issues[0].rule.find("tiles up to BN 96 compile without spills"), std::string::npos) << issues[0].message();
+}
+
 // Fields the generator chooses beside ones the user pinned compile without spills too: a spread
 // of single pins (the kinds random configs spilled with), each with the LSE on, where the
 // families use the most registers.
