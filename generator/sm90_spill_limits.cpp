@@ -10,8 +10,8 @@ namespace {
 // Measured on sm_90a with NVRTC 13.0 (ptxas --warn-on-spills) by bisecting BN for every entry and
 // lowering it until every variant compiled without spills: with and without the LSE, ragged and
 // not, the dynamic and the persistent scheduler (single CTAs), persistent and transient
-// pair_cta clusters. The 16-bit dtypes and group made no difference. The defaults of family_sm90.cpp lie on
-// or inside these limits.
+// pair_cta clusters. The 16-bit dtypes and group made no difference. The defaults of
+// family_sm90.cpp lie on or inside these limits.
 constexpr unsigned char kSingle[3][3][4][4] = {
     {{{16, 13, 10, 8}, {15, 13, 10, 7}, {12, 10, 8, 7}, {9, 8, 6, 6}},  // 1 consumer, none
      {{15, 13, 10, 8}, {14, 12, 10, 7}, {12, 10, 8, 7}, {9, 8, 6, 6}},  // causal

@@ -222,7 +222,8 @@ TEST(Fp8LongKeys, ErrorStaysBoundedAt64kAnd128kKeys) {
       const CheckResult r = check_against_reference(*kernel, config, problem);
       std::printf("[check] %-44s %-56s rel=%.3e lse=%.2e nonfinite=%zu %s\n",
                   lazy_rescale ? "sm90_e4m3_long_keys_lazy" : "sm90_e4m3_long_keys",
-                  problem.shape().describe().c_str(), r.rel_error, r.lse_max_error, r.nonfinite, r.passed ? "ok" : "FAIL");
+                  problem.shape().describe().c_str(), r.rel_error, r.lse_max_error, r.nonfinite,
+                  r.passed ? "ok" : "FAIL");
       EXPECT_TRUE(r.passed) << keys << " keys: " << r.summary();
       EXPECT_LE(r.rel_error, 3e-2) << keys << " keys";
     }
