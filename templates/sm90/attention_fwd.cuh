@@ -268,12 +268,8 @@ struct ForwardKernel {
 #pragma unroll 1
     for (;;) {
       mbar_wait(smem.barrier(Layout::kVFull + st.index), st.phase);
-      // Lane 0 reads the flag for its warp: the lane that frees the stage is then the lane that
-      // read it, so the producer's later write of it is ordered after every read.
-      u32 closing = 0;
-      if ((threadIdx.x & 31) == 0)
-        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(closing) : "r"(smem.v_closing_flag(st.index)) : "memory");
-      if (__shfl_sync(0xffffffffu, closing, 0) != 0) break;  // the producer's closing fill
+      // Read by lane 0, the lane that frees the stage below.
+      if (warp_read_shared(smem.v_closing_flag(st.index)) != 0) break;  // the producer's closing fill
       mbar_wait(smem.barrier(Layout::kVtEmpty + st.index), st.phase ^ 1);
       Transpose::stage(smem.v(st.index), smem.vt(st.index), t);
       fence_proxy_async_shared();  // Vt is read by wgmma, through the async proxy

@@ -52,14 +52,8 @@ struct DynamicScheduler : PersistentScheduler<kLongestFirst> {
   // Consumers: the next tile, as the producer published it.
   __device__ __forceinline__ SchedulerState advance(const AttentionParams&, SchedulerState) {
     mbar_wait(smem.barrier(Layout::kTileFull + feed.index), feed.phase);
-    // Lane 0 reads the slot and frees it, so the producer's next write of the slot follows the
-    // read through the barrier alone; the warp takes the tile from lane 0.
-    int tile = 0;
-    if ((threadIdx.x & 31) == 0) {
-      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(tile) : "r"(smem.tile_slot(feed.index)) : "memory");
-      mbar_arrive(smem.barrier(Layout::kTileEmpty + feed.index));
-    }
-    tile = __shfl_sync(0xffffffffu, tile, 0);
+    const int tile = int(warp_read_shared(smem.tile_slot(feed.index)));  // lane 0, which frees the slot
+    if ((threadIdx.x & 31) == 0) mbar_arrive(smem.barrier(Layout::kTileEmpty + feed.index));
     feed.advance();
     return {tile};
   }

@@ -152,4 +152,13 @@ __device__ __forceinline__ void regs_increase() {
 
 __device__ __forceinline__ int warp_uniform(int x) { return __shfl_sync(0xffffffffu, x, 0); }
 
+// A shared word read by lane 0 alone and passed to its warp. Where lane 0 then frees the word
+// (an mbarrier arrival), the reader is the arriving lane, so the producer's next write of it is
+// ordered after every read by that barrier, as compute-sanitizer's racecheck sees it.
+__device__ __forceinline__ u32 warp_read_shared(u32 addr) {
+  u32 v = 0;
+  if ((threadIdx.x & 31) == 0) asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+  return u32(warp_uniform(int(v)));
+}
+
 }  // namespace flashjit::sm90

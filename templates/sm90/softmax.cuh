@@ -74,15 +74,10 @@ struct OnlineSoftmax {
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j) m = fmaxf(m, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
       m = quad_max(m) * scale_log2[h];
-      if constexpr (kLazy) {
-        correction[h] = 1.f;
-        if (m > max_scaled[h] + kLazyLog2) {  // a row's first visible key always moves it
-          correction[h] = max_scaled[h] == neg_inf() ? 0.f : exp2_approx(max_scaled[h] - m);
-          max_scaled[h] = m;
-          sum[h] *= correction[h];
-        }
-      } else {
-        const float m_new = fmaxf(max_scaled[h], m);
+      // Lazy: only past the threshold (a row's first visible key always moves it).
+      correction[h] = 1.f;
+      if (!kLazy || m > max_scaled[h] + kLazyLog2) {
+        const float m_new = kLazy ? m : fmaxf(max_scaled[h], m);
         correction[h] = max_scaled[h] == neg_inf() ? 0.f : exp2_approx(max_scaled[h] - m_new);
         max_scaled[h] = m_new;
         sum[h] *= correction[h];

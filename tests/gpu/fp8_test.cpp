@@ -207,12 +207,12 @@ INSTANTIATE_TEST_SUITE_P(Sm90Fp8, Fp8Matrix, ::testing::ValuesIn(sm90_fp8_cases(
 TEST(Fp8LongKeys, ErrorStaysBoundedAt64kAnd128kKeys) {
   FLASHJIT_REQUIRE_SM90();
   for (bool lazy_rescale : {false, true}) {
+    const Config config = fp8_config(lazy(Fp8Case{"sm90_e4m3_long", DType::e4m3, G::per_tensor, G::per_tensor,
+                                                  G::per_tensor, {}, 128, 128, 0, {}, Mask::none, 1, false,
+                                                  Family::sm90},
+                                          lazy_rescale));
+    auto kernel = get_kernel(config);
     for (int keys : {4096, 65536, 131072}) {
-      Fp8Case k = {"sm90_e4m3_long", DType::e4m3, G::per_tensor, G::per_tensor, G::per_tensor, {}, 128, 128, 0, {},
-                   Mask::none, 1, false, Family::sm90};
-      k.lazy_rescale = lazy_rescale;
-      const Config config = fp8_config(k);
-      auto kernel = get_kernel(config);
       ProblemShape s;
       s.batch = 1;
       s.heads_q = s.heads_k = 1;
