@@ -90,6 +90,7 @@ struct ForwardKernel {
   // Per-token K scales (scales.k per_token) multiply S's columns: the producer warp writes each
   // K stage's into its slot of the seeds' k_scale region.
   static constexpr bool kKeyScales = T::kKScale == ScaleKind::kPerToken;
+  using KPipe = StageBarriers<Layout, kStages, kPair, kKeyScales>;  // its stages carry the key scales
   static_assert(!kKeyScales || (!kPair && !kRopeBesideFp8), "per-token K scales: single CTAs, no rope part beside fp8");
   static constexpr u32 kQBytes = BM * (DN * sizeof(Element) + DR * sizeof(RopeElement));
   static constexpr u32 kKBytes = BN * (DN * sizeof(Element) + DR * sizeof(RopeElement));
@@ -152,7 +153,7 @@ struct ForwardKernel {
   // no Q. With pair_cta both CTAs arm every stage for the whole tile, and rank 0 multicasts K,
   // rank 1 V.
   __device__ __forceinline__ static bool produce_tile(const AttentionParams& p, const Layout& smem, const WorkTile& w,
-                                      State& kv, u32 tiles, const Pipe& kpipe, const Pipe& vpipe) {
+                                      State& kv, u32 tiles, const KPipe& kpipe, const Pipe& vpipe) {
     const TileRange r = range(p, w);
     if (!kPair && r.skip) return false;
     const int batch = T::kVarlen ? 0 : w.batch;
@@ -178,8 +179,8 @@ struct ForwardKernel {
     for (int n = r.kv_max - 1; n >= r.kv_min; --n) {
       const int row = r.seq.k_start + n * BN;
       if constexpr (kKeyScales) {
-        // The stage's per-token K scales, by the warp's lanes, before the leader arms the stage
-        // (its arrival releases them to the consumers with the TMA bytes).
+        // The stage's per-token K scales, by the warp's lanes, before they arm the stage (each
+        // lane's arrival releases its own stores to the consumers, beside the TMA bytes).
         mbar_wait(kpipe.empty(kv.index), kv.phase ^ 1);
         write_key_scales(p, smem, kv.index, r, w, kv_head, n);
       }
@@ -208,7 +209,6 @@ struct ForwardKernel {
       const float s = key < r.seq.seqlen_k ? row[key] : 0.f;
       asm volatile("st.shared.f32 [%0], %1;" ::"r"(smem.key_scales(stage) + 4 * j), "f"(s) : "memory");
     }
-    __syncwarp();
   }
 
   __device__ __forceinline__ static void load_kv(u32 dst, const TmaDescriptor* desc, u32 bar, int row, int kv_head,
@@ -226,7 +226,7 @@ struct ForwardKernel {
     }
     tma_prefetch_descriptor(&p.tma_v);
     if constexpr (kTmaStoreO) tma_prefetch_descriptor(&p.tma_o);
-    const Pipe kpipe{smem, Layout::kKFull, Layout::kKEmpty};
+    const KPipe kpipe{smem, Layout::kKFull, Layout::kKEmpty};
     const Pipe vpipe{smem, Layout::kVFull, Layout::kVEmpty};
     Scheduler sched = scheduler(smem);
     State kv;
@@ -363,7 +363,7 @@ struct ForwardKernel {
   }
 
   // pair_cta: waits for `count` K/V stages this CTA has no rows for, and frees them in both CTAs.
-  __device__ __forceinline__ static void skip_kv(const Pipe& kpipe, const Pipe& vpipe, State& kv, int count) {
+  __device__ __forceinline__ static void skip_kv(const KPipe& kpipe, const Pipe& vpipe, State& kv, int count) {
 #pragma unroll 1
     for (int i = 0; i < count; ++i) {
       kpipe.consumer_wait(kv);
@@ -398,7 +398,7 @@ struct ForwardKernel {
 
   __device__ static void consume(const AttentionParams& p, const Layout& smem, int wg) {
     const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31;
-    const Pipe kpipe{smem, Layout::kKFull, Layout::kKEmpty};
+    const KPipe kpipe{smem, Layout::kKFull, Layout::kKEmpty};
     // fp8: P V reads the transposers' Vt stages.
     const Pipe vpipe{smem, kTransposeV ? Layout::kVtFull : Layout::kVFull, kTransposeV ? Layout::kVtEmpty : Layout::kVEmpty};
     const Scales<T> scales = Scales<T>::make(p);
@@ -550,8 +550,8 @@ struct ForwardKernel {
       // fp8: the transposer warps free V and fill Vt; the consumers free Vt.
       constexpr u32 kVReaders = kTransposeV ? kVTransposerWarps : 4 * kCwg * kClusterM;
       for (int s = 0; s < kStages; ++s) {
-        mbar_init(smem.barrier(Layout::kKFull + s), 1);
-        mbar_init(smem.barrier(Layout::kKEmpty + s), 4 * kCwg * kClusterM);
+        mbar_init(smem.barrier(Layout::kKFull + s), KPipe::kFullArrivals);
+        mbar_init(smem.barrier(Layout::kKEmpty + s), 4 * kCwg * kClusterM * KPipe::kEmptyArrivalsPerWarp);
         mbar_init(smem.barrier(Layout::kVFull + s), 1);
         mbar_init(smem.barrier(Layout::kVEmpty + s), kVReaders);
         if constexpr (kTransposeV) {

@@ -25,8 +25,14 @@ struct PipelineState {
 };
 
 // One mbarrier pair per slot, starting at barrier indices full0 and empty0 of a SmemLayout.
-template <class Layout, int kStages, bool kPair = false>
+// kLaneArrivals: a ring whose stages also carry values written and read by ordinary loads and
+// stores (per-token K scales): every lane of the producer warp and of each consumer warp arrives,
+// each releasing its own accesses, so no ordering rests on a __syncwarp. kFullArrivals and
+// kEmptyArrivalsPerWarp are the counts the barriers are initialised with.
+template <class Layout, int kStages, bool kPair = false, bool kLaneArrivals = false>
 struct StageBarriers {
+  static constexpr unsigned kFullArrivals = kLaneArrivals ? 32 : 1;
+  static constexpr unsigned kEmptyArrivalsPerWarp = kLaneArrivals ? 32 : 1;
   const Layout& smem;
   int full0;
   int empty0;
@@ -35,18 +41,22 @@ struct StageBarriers {
   __device__ __forceinline__ u32 empty(int i) const { return smem.barrier(empty0 + i); }
 
   // Producer warp: wait until consumers released the slot; the leader lane then arms it for
-  // `bytes` of TMA data.
+  // `bytes` of TMA data (with kLaneArrivals the other lanes arrive beside it).
   __device__ __forceinline__ void producer_acquire(PipelineState<kStages> s, u32 bytes, bool leader) const {
     mbar_wait(empty(s.index), s.phase ^ 1);
-    if (leader) mbar_arrive_expect_tx(full(s.index), bytes);
+    if (leader)
+      mbar_arrive_expect_tx(full(s.index), bytes);
+    else if constexpr (kLaneArrivals)
+      mbar_arrive(full(s.index));
   }
   // Consumer: wait for the slot's data.
   __device__ __forceinline__ void consumer_wait(PipelineState<kStages> s) const {
     mbar_wait(full(s.index), s.phase);
   }
-  // Consumer: one arrival per warp once its wgmmas reading the slot have completed.
+  // Consumer: one arrival per warp (per lane with kLaneArrivals) once its wgmmas reading the
+  // slot have completed.
   __device__ __forceinline__ void consumer_release(PipelineState<kStages> s) const {
-    if ((threadIdx.x & 31) == 0) {
+    if (kLaneArrivals || (threadIdx.x & 31) == 0) {
       mbar_arrive(empty(s.index));
       if constexpr (kPair) mbar_arrive_cluster(empty(s.index), cluster_m_rank<2>() ^ 1);
     }
