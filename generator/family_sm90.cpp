@@ -187,8 +187,13 @@ class Sm90Family final : public KernelFamily {
     // Three K/V stages for d64 causal on two consumers: its tiles are 1-4 blocks long, and the
     // deeper ring has the next tile's K/V in flight sooner (H200, bf16, L2 flushed, two runs,
     // TFLOP/s, 3 vs 2 stages: 512 235.5 vs 231.5, 1k 313 vs 309, 2k 374 vs 372.5).
+    // fp8 d128 without a mask up to 8k keys: BN 128 on three stages (pick_bn), where BN 192 on
+    // two is slower (H100, e4m3, sustained TFLOP/s, three stages vs BN 192: 512 602 vs 538, 1k
+    // 707 vs 619, 2k 718 vs 705, 4k 740 vs 706, 8k 779 vs 770; 16k 754 vs 771).
+    const bool fp8_d128_short = is_float8(c.dtype.qkv) && d <= 128 && !masked && len.at_most(8192) &&
+                                (!t.BN || *t.BN <= 128);
     if (!t.num_kv_stages)
-      t.num_kv_stages = d <= 64 && causal && *t.consumer_warpgroups == 2 ? 3 : 2;
+      t.num_kv_stages = (d <= 64 && causal && *t.consumer_warpgroups == 2) || fp8_d128_short ? 3 : 2;
     if (!t.BN) t.BN = pick_bn(c, arch, *t.consumer_warpgroups, *t.num_kv_stages);
     // pair_cta stays opt-in: d256 causal up to 1k gained 9 % with K/V warm in L2 (H200, bf16,
     // BN 64, back-to-back launches: 512 298 vs 275, 1k 417 vs 382 TFLOP/s) but nothing in the
@@ -337,13 +342,23 @@ class Sm90Family final : public KernelFamily {
              : d <= 128 ? (masked ? (causal && len.at_least(8192) ? 176 : 128) : (len.at_most(2048) ? 128 : 176))
              : d <= 192 ? (window ? 96 : 112)
                         : (window || (masked && len.at_most(1024)) ? 64 : 80);
-    // fp8: d128 without a mask BN 192, masked BN 128 (H200, e4m3 S16k, sustained TFLOP/s:
-    // non-causal 699 vs 654 at BN 128; causal BN 192 then took one consumer, 501 vs 658); above
-    // d128 the 16-bit table's spill-free limit, the tiles timed so far. The fp8 table allows more
-    // there (d256 BN 96 on two consumers), not yet timed.
+    // fp8 (H100 80GB HBM3, 2026-12-06, e4m3 with per-tensor scales, FA3 grid shapes, sustained
+    // TFLOP/s; docs/sm90.md, "fp8 tiles"):
+    //   d128 without a mask: BN 192 on two stages, or 128 on three (resolve_tuning, up to 8k);
+    //   d128 causal BN 192 from 8k (8k 729 vs 703, 16k 782 vs 720), 128 below (1k 498 vs 476,
+    //   2k 630 vs 590, 4k 688 vs 683); sliding windows 128;
+    //   d256 BN 96 on two consumers, which fp8's register table allows (without a mask 1k-16k
+    //   +4 to +11 % over BN 64, causal 1k-16k -2 to +4 %), 64 at 512 keys (603 vs 590) and with
+    //   a sliding window. Other head dims above 128 keep the 16-bit table's limits, the tiles
+    //   timed when the fp8 kernels came.
     const bool fp8 = is_float8(c.dtype.qkv);
-    if (fp8) bn = d <= 128 ? (masked ? 128 : 192) : 256;
-    const int spill_free = sm90_spill_free_bn(c, cwg, c.tuning.pair_cta.value_or(false), fp8 && d > 128);
+    const bool fp8_d256 = fp8 && c.head_dim.qk == 256 && c.head_dim.v == 256 && c.head_dim.rope == 0;
+    if (fp8)
+      bn = d <= 128   ? (c.mask == Mask::none ? (stages >= 3 ? 128 : 192) : causal && len.at_least(8192) ? 192 : 128)
+           : fp8_d256 ? (window || len.at_most(512) ? 64 : 96)
+                      : 256;
+    const int spill_free =
+        sm90_spill_free_bn(c, cwg, c.tuning.pair_cta.value_or(false), /*as_16bit=*/fp8 && d > 128 && !fp8_d256);
     const int step = bn_step(c);
     bn -= bn % step;
     while (bn > step && (smem_plan(c, {cwg, bn, stages}, arch).bytes > arch.max_smem_per_block || bn > spill_free))

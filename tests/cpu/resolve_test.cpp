@@ -236,6 +236,37 @@ TEST(Resolve, Sm90TilesFollowTheLengthHint) {
   EXPECT_EQ(*resolve(make("sm_90a", 64, Mask::causal)).tuning.num_kv_stages, 3);  // no hint: BM 128
 }
 
+// fp8's own tile rules (docs/config.md): d128 without a mask BN 128 on three stages up to 8k
+// keys and BN 192 on two beyond, causal BN 192 from 8k; d256 BN 96 (fp8's register table) from
+// 1k keys, 64 at 512 and with a sliding window; a pinned BN keeps two stages.
+TEST(Resolve, Sm90Fp8TilesFollowTheLengthHint) {
+  struct Case { int d; Mask mask; int seqlen; int BN, stages; };
+  const Case cases[] = {
+      {128, Mask::none, 512, 128, 3},     {128, Mask::none, 8192, 128, 3},    {128, Mask::none, 16384, 192, 2},
+      {128, Mask::none, 0, 192, 2},       {128, Mask::causal, 4096, 128, 2},  {128, Mask::causal, 8192, 192, 2},
+      {128, Mask::sliding_window, 16384, 128, 2},                             {256, Mask::none, 512, 64, 2},
+      {256, Mask::none, 1024, 96, 2},     {256, Mask::causal, 16384, 96, 2},  {256, Mask::none, 0, 96, 2},
+      {256, Mask::sliding_window, 16384, 64, 2},
+  };
+  for (const Case& k : cases) {
+    Config c = make("sm_90a", k.d, k.mask);
+    c.dtype.qkv = DType::e4m3;
+    c.dtype.out = DType::bf16;
+    if (k.seqlen) c.tuning.seqlen_hint = k.seqlen;
+    const Config r = resolve(c);
+    const std::string what = "d" + std::to_string(k.d) + " " + to_string(k.mask) + " " + std::to_string(k.seqlen);
+    EXPECT_EQ(*r.tuning.BM, 128) << what;
+    EXPECT_EQ(*r.tuning.BN, k.BN) << what;
+    EXPECT_EQ(*r.tuning.num_kv_stages, k.stages) << what;
+  }
+  Config pinned = make("sm_90a", 128);
+  pinned.dtype.qkv = DType::e4m3;
+  pinned.dtype.out = DType::bf16;
+  pinned.tuning.seqlen_hint = 2048;
+  pinned.tuning.BN = 160;
+  EXPECT_EQ(*resolve(pinned).tuning.num_kv_stages, 2);
+}
+
 // The hint is spent by resolution: the resolved config names tiles, so hints that lead to the
 // same tiles give one kernel, and pinned tiles win over the hint.
 TEST(Resolve, LengthHintIsNotKeptAndDoesNotOverridePinnedTiles) {
