@@ -2,6 +2,8 @@
 
 #include "generator/element_types.hpp"
 
+#include <algorithm>
+
 namespace flashjit {
 
 namespace {
@@ -53,6 +55,16 @@ constexpr unsigned char kFp8[3][3][4][4] = {
      {{0, 0, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}},          // causal
      {{0, 0, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}, {0, 2, 0, 0}}}};        // sliding_window
 
+// fp8 with per-token K scales (the producer warp stores each stage's, the consumers read them):
+// the cap on kFp8 for every consumer count, in 16-key units, indexed [mask][head_dim.qk / 128 -
+// 1][head_dim.v / 128 - 1]. Measured on two consumers with NVRTC 13.0 (2026-12-06) by lowering
+// BN in steps of 32 until every variant compiled without spills or advisories: scales by position
+// and beside the cache's rows, per-token and per-tensor Q, ragged or not, with and without the LSE.
+constexpr unsigned char kFp8KeyScales[3][2][2] = {
+    {{10, 6}, {10, 4}},   // none: (128, 128), (128, 256); (256, 128), (256, 256)
+    {{12, 6}, {10, 6}},   // causal
+    {{8, 4}, {6, 4}}};    // sliding_window
+
 int dim_index(int d) { return d >= 64 && d <= 256 && d % 64 == 0 ? d / 64 - 1 : -1; }
 
 }  // namespace
@@ -61,7 +73,11 @@ int sm90_spill_free_bn(const Config& c, int consumer_warpgroups, bool pair_cta, 
   const int q = dim_index(c.head_dim.qk), v = dim_index(c.head_dim.v);
   if (q < 0 || v < 0 || consumer_warpgroups < 1 || consumer_warpgroups > 3) return 0;
   const int m = c.mask == Mask::none ? 0 : c.mask == Mask::causal ? 1 : 2;
-  if (is_float8(c.dtype.qkv) && !as_16bit) return 16 * kFp8[consumer_warpgroups - 1][m][q][v];
+  if (is_float8(c.dtype.qkv) && !as_16bit) {
+    const int limit = 16 * kFp8[consumer_warpgroups - 1][m][q][v];
+    if (c.scales.k != ScaleGranularity::per_token || (q != 1 && q != 3) || (v != 1 && v != 3)) return limit;
+    return std::min(limit, 16 * kFp8KeyScales[m][q / 2][v / 2]);
+  }
   return 16 * (pair_cta ? kPair : kSingle)[consumer_warpgroups - 1][m][q][v];
 }
 

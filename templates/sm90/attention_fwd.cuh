@@ -183,8 +183,10 @@ struct ForwardKernel {
         // lane's arrival releases its own stores to the consumers, beside the TMA bytes).
         mbar_wait(kpipe.empty(kv.index), kv.phase ^ 1);
         write_key_scales(p, smem, kv.index, r, w, kv_head, n);
+        kpipe.producer_arm(kv, kKBytes, leader);
+      } else {
+        kpipe.producer_acquire(kv, kKBytes, leader);
       }
-      kpipe.producer_acquire(kv, kKBytes, leader);
       if (loads_k) {
         load_kv(smem.k(kv.index), &p.tma_k, kpipe.full(kv.index), row, kv_head, batch, evict_last);
         if constexpr (kRopePanels > 0)
@@ -202,11 +204,11 @@ struct ForwardKernel {
   // position, or laid out like the (contiguous) cache's rows.
   __device__ __forceinline__ static void write_key_scales(const AttentionParams& p, const Layout& smem, int stage,
                                                           const TileRange& r, const WorkTile& w, int kv_head, int n) {
-    const auto row = Scales<T>::make(p).key_row(w.batch, kv_head, r.seq.k_start);
+    const auto row = Scales<T>::make(p).key_row(w.batch, kv_head, r.seq.k_start + n * BN);
+    const int keys = r.seq.seqlen_k - n * BN;  // of the tile's, inside the sequence
 #pragma unroll 1
     for (int j = threadIdx.x & 31; j < BN; j += 32) {
-      const int key = n * BN + j;
-      const float s = key < r.seq.seqlen_k ? row[key] : 0.f;
+      const float s = j < keys ? row[j] : 0.f;
       asm volatile("st.shared.f32 [%0], %1;" ::"r"(smem.key_scales(stage) + 4 * j), "f"(s) : "memory");
     }
   }

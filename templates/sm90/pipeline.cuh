@@ -40,10 +40,14 @@ struct StageBarriers {
   __device__ __forceinline__ u32 full(int i) const { return smem.barrier(full0 + i); }
   __device__ __forceinline__ u32 empty(int i) const { return smem.barrier(empty0 + i); }
 
-  // Producer warp: wait until consumers released the slot; the leader lane then arms it for
-  // `bytes` of TMA data (with kLaneArrivals the other lanes arrive beside it).
+  // Producer warp: wait until consumers released the slot, then arm it (producer_arm).
   __device__ __forceinline__ void producer_acquire(PipelineState<kStages> s, u32 bytes, bool leader) const {
     mbar_wait(empty(s.index), s.phase ^ 1);
+    producer_arm(s, bytes, leader);
+  }
+  // The leader lane arms the slot for `bytes` of TMA data; with kLaneArrivals the other lanes
+  // arrive beside it, each releasing its own stores to the slot.
+  __device__ __forceinline__ void producer_arm(PipelineState<kStages> s, u32 bytes, bool leader) const {
     if (leader)
       mbar_arrive_expect_tx(full(s.index), bytes);
     else if constexpr (kLaneArrivals)

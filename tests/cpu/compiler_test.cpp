@@ -99,18 +99,21 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, Sm90Defaults,
                            return "qk" + std::to_string(info.param.first) + "_v" + std::to_string(info.param.second);
                          });
 
-// The sm90 fp8 tiles it picks by itself, and pinned ones with partial Vt panels, compile without
-// spills or serialised wgmma: both fp8 types, every mask, with and without the LSE, every scale
-// granularity the family takes.
+// The sm90 fp8 tiles it picks by itself (with and without a length hint), and pinned ones with
+// partial Vt panels, compile without spills or serialised wgmma: both fp8 types, every mask,
+// with and without the LSE, every scale granularity the family takes.
 TEST(Sm90Fp8Defaults, CompileWithoutSpills) {
-  struct Case { DType dtype; int qk, v; Mask mask; bool lse; ScaleGranularity q; int bn; };
+  struct Case { DType dtype; int qk, v; Mask mask; bool lse; ScaleGranularity q; int bn, hint = 0; };
   using G = ScaleGranularity;
   for (const Case& k : {Case{DType::e4m3, 128, 128, Mask::none, false, G::none, 0},
+                        Case{DType::e4m3, 128, 128, Mask::none, true, G::per_token, 0, 2048},   // BN 128, 3 stages
                         Case{DType::e4m3, 128, 128, Mask::causal, true, G::per_token, 0},
+                        Case{DType::e4m3, 128, 128, Mask::causal, true, G::per_token, 0, 16384},  // BN 192
                         Case{DType::e4m3, 128, 128, Mask::sliding_window, true, G::per_head, 0},
                         Case{DType::e5m2, 128, 128, Mask::causal, false, G::per_tensor, 0},
                         Case{DType::e4m3, 128, 128, Mask::none, true, G::per_token, 160},
                         Case{DType::e4m3, 256, 256, Mask::none, true, G::per_tensor, 0},
+                        Case{DType::e4m3, 256, 256, Mask::none, true, G::per_token, 0, 512},  // BN 64
                         Case{DType::e4m3, 256, 256, Mask::causal, true, G::per_token, 0},
                         Case{DType::e4m3, 256, 128, Mask::sliding_window, false, G::none, 0},
                         Case{DType::e4m3, 128, 256, Mask::causal, true, G::per_head, 0}}) {
@@ -124,6 +127,7 @@ TEST(Sm90Fp8Defaults, CompileWithoutSpills) {
     c.scales = {k.q, k.q == G::per_token ? G::per_head : k.q, k.q == G::per_token ? G::per_tensor : k.q};
     if (k.q == G::per_token) c.dtype.scale = DType::bf16;
     if (k.bn) c.tuning.BN = k.bn;
+    if (k.hint) c.tuning.seqlen_hint = k.hint;
     const Config r = resolve(c);
     const std::string what = canonical_json(r);
     ASSERT_EQ(*r.tuning.family, Family::sm90) << what;
@@ -266,26 +270,30 @@ TEST(Compiler, Sm90TakesSixteenBitRopeTensors) {
 }
 
 // Per-token K scales on the sm90 family (fp8): the producer warp writes each stage's beside its
-// TMA, by position or laid out like the cache's rows, ragged or not. Every such kernel compiles
-// without spills (the producer's 40 registers included) or advisories.
+// TMA, by position or laid out like the cache's rows, ragged or not. Every such kernel the
+// defaults give (every mask, long and unknown lengths) compiles without spills (the producer's
+// 40 registers included) or advisories.
 TEST(Compiler, Sm90PerTokenKeyScalesCompileWithoutSpills) {
   for (ScaleLayout layout : {ScaleLayout::positions, ScaleLayout::cache})
     for (bool varlen : {false, true})
-      for (int d : {128, 256}) {
-        Config c;
-        c.arch = "sm_90a";
-        c.dtype = {DType::e4m3, DType::bf16, std::nullopt, DType::fp32};
-        c.head_dim = {d, d, 0};
-        c.scales = {ScaleGranularity::per_token, ScaleGranularity::per_token, ScaleGranularity::per_head};
-        c.scales.token_layout = layout;
-        c.varlen = varlen;
-        c.mask = Mask::causal;
-        const Config r = resolve(c);
-        ASSERT_EQ(*r.tuning.family, Family::sm90) << canonical_json(r);
-        const CompiledKernel k = compile(generate(r));
-        EXPECT_EQ(k.report.spill_stores, 0) << canonical_json(r) << "\n" << k.log;
-        EXPECT_EQ(k.log.find("C75"), std::string::npos) << k.log;
-      }
+      for (int d : {128, 256})
+        for (Mask mask : {Mask::none, Mask::causal, Mask::sliding_window})
+          for (int hint : {0, 16384}) {
+            Config c;
+            c.arch = "sm_90a";
+            c.dtype = {DType::e4m3, DType::bf16, std::nullopt, DType::fp32};
+            c.head_dim = {d, d, 0};
+            c.scales = {ScaleGranularity::per_token, ScaleGranularity::per_token, ScaleGranularity::per_head};
+            c.scales.token_layout = layout;
+            c.varlen = varlen;
+            c.mask = mask;
+            if (hint) c.tuning.seqlen_hint = hint;
+            const Config r = resolve(c);
+            ASSERT_EQ(*r.tuning.family, Family::sm90) << canonical_json(r);
+            const CompiledKernel k = compile(generate(r));
+            EXPECT_EQ(k.report.spill_stores, 0) << canonical_json(r) << "\n" << k.log;
+            EXPECT_EQ(k.log.find("C75"), std::string::npos) << k.log;
+          }
 }
 
 TEST(Compiler, ReferenceKernelCompiles) {
