@@ -205,7 +205,7 @@ struct ForwardKernel {
   __device__ __forceinline__ static void write_key_scales(const AttentionParams& p, const Layout& smem, int stage,
                                                           const TileRange& r, const WorkTile& w, int kv_head, int n) {
     const auto row = Scales<T>::make(p).key_row(w.batch, kv_head, r.seq.k_start + n * BN);
-    const int keys = r.seq.seqlen_k - n * BN;  // of the tile's, inside the sequence
+    const int keys = r.seq.seqlen_k - n * BN;  // this tile's keys inside the sequence
 #pragma unroll 1
     for (int j = threadIdx.x & 31; j < BN; j += 32) {
       const float s = j < keys ? row[j] : 0.f;
