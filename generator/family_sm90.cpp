@@ -349,16 +349,18 @@ class Sm90Family final : public KernelFamily {
     //   2k 630 vs 590, 4k 688 vs 683); sliding windows 128;
     //   d256 BN 96 on two consumers, which fp8's register table allows (without a mask 1k-16k
     //   +4 to +11 % over BN 64, causal 1k-16k -2 to +4 %), 64 at 512 keys (603 vs 590) and with
-    //   a sliding window. Other head dims above 128 keep the 16-bit table's limits, the tiles
+    //   a sliding window. Other head dims above 128 start from the 16-bit table's limit, the tiles
     //   timed when the fp8 kernels came.
-    const bool fp8 = is_float8(c.dtype.qkv);
-    const bool fp8_d256 = fp8 && c.head_dim.qk == 256 && c.head_dim.v == 256 && c.head_dim.rope == 0;
-    if (fp8)
-      bn = d <= 128   ? (c.mask == Mask::none ? (stages >= 3 ? 128 : 192) : causal && len.at_least(8192) ? 192 : 128)
-           : fp8_d256 ? (window || len.at_most(512) ? 64 : 96)
-                      : 256;
-    const int spill_free =
-        sm90_spill_free_bn(c, cwg, c.tuning.pair_cta.value_or(false), /*as_16bit=*/fp8 && d > 128 && !fp8_d256);
+    const bool pair = c.tuning.pair_cta.value_or(false);
+    if (is_float8(c.dtype.qkv)) {
+      Config as_16bit = c;
+      as_16bit.dtype.qkv = DType::bf16;
+      const bool d256 = c.head_dim.qk == 256 && c.head_dim.v == 256 && c.head_dim.rope == 0;
+      bn = d <= 128 ? (!masked ? (stages >= 3 ? 128 : 192) : causal && len.at_least(8192) ? 192 : 128)
+           : d256   ? (window || len.at_most(512) ? 64 : 96)
+                    : sm90_spill_free_bn(as_16bit, cwg, pair);
+    }
+    const int spill_free = sm90_spill_free_bn(c, cwg, pair);
     const int step = bn_step(c);
     bn -= bn % step;
     while (bn > step && (smem_plan(c, {cwg, bn, stages}, arch).bytes > arch.max_smem_per_block || bn > spill_free))

@@ -69,14 +69,16 @@ int dim_index(int d) { return d >= 64 && d <= 256 && d % 64 == 0 ? d / 64 - 1 : 
 
 }  // namespace
 
-int sm90_spill_free_bn(const Config& c, int consumer_warpgroups, bool pair_cta, bool as_16bit) {
+int sm90_spill_free_bn(const Config& c, int consumer_warpgroups, bool pair_cta) {
   const int q = dim_index(c.head_dim.qk), v = dim_index(c.head_dim.v);
   if (q < 0 || v < 0 || consumer_warpgroups < 1 || consumer_warpgroups > 3) return 0;
   const int m = c.mask == Mask::none ? 0 : c.mask == Mask::causal ? 1 : 2;
-  if (is_float8(c.dtype.qkv) && !as_16bit) {
+  if (is_float8(c.dtype.qkv)) {
     const int limit = 16 * kFp8[consumer_warpgroups - 1][m][q][v];
-    if (c.scales.k != ScaleGranularity::per_token || (q != 1 && q != 3) || (v != 1 && v != 3)) return limit;
-    return std::min(limit, 16 * kFp8KeyScales[m][q / 2][v / 2]);
+    const auto wide = [](int d) { return d == 256 ? 1 : d == 128 ? 0 : -1; };  // kFp8KeyScales' index
+    const int kq = wide(c.head_dim.qk), kv = wide(c.head_dim.v);
+    if (c.scales.k != ScaleGranularity::per_token || kq < 0 || kv < 0) return limit;
+    return std::min(limit, 16 * kFp8KeyScales[m][kq][kv]);
   }
   return 16 * (pair_cta ? kPair : kSingle)[consumer_warpgroups - 1][m][q][v];
 }

@@ -10,9 +10,7 @@ namespace flashjit {
 
 // The largest BN (a multiple of 16; 0 when none) that compiles without spills for `c`'s head
 // dims (multiples of 64 up to 256), mask and input type (16-bit or fp8) with
-// `consumer_warpgroups` consumers, as one CTA or as a pair_cta cluster. `as_16bit` reads the
-// 16-bit limits whatever the type (the fp8 defaults at head dims above 128 other than d256 were
-// timed at those).
-int sm90_spill_free_bn(const Config& c, int consumer_warpgroups, bool pair_cta, bool as_16bit = false);
+// `consumer_warpgroups` consumers, as one CTA or as a pair_cta cluster.
+int sm90_spill_free_bn(const Config& c, int consumer_warpgroups, bool pair_cta);
 
 }  // namespace flashjit
