@@ -1,5 +1,7 @@
 #include "generator/element_types.hpp"
 
+#include "common/swizzle_panels.cuh"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -141,6 +143,11 @@ const ElementType& element_type(DType d) {
 }
 
 bool is_float8(DType d) { return d == DType::e4m3 || d == DType::e5m2; }
+
+int panel_elements(DType d, int columns) {
+  const int bytes = element_type(d).bytes;
+  return panel_bytes(columns * bytes) / bytes;
+}
 
 DType compute_dtype(const DTypes& d, int rope_columns) {
   if (!is_float8(d.qkv)) return d.qkv;

@@ -94,7 +94,7 @@ class DecodeHost final : public FamilyHost {
   static void encode_kv_descriptors(const Config& c, const LaunchInfo& launch, const AttentionArgs& a,
                                     AttentionParams& p) {
     const DType e = c.dtype.qkv;
-    const int bn = launch.block_n, panel = panel_elements(e);
+    const int bn = launch.block_n;
     const bool paged = c.kv_layout.paged;
     const int box_rows = paged ? std::min(bn, c.kv_layout.page_size) : bn;
     // The latent seesaw pass lands an fp8 cache's panels apart (each in the fp16 panel it becomes):
@@ -109,7 +109,7 @@ class DecodeHost final : public FamilyHost {
         m.rows = std::max<int64_t>(1, c.varlen ? a.total_k : a.seqlen_k);
         m.batch = c.varlen ? 1 : a.batch;
       }
-      return encode_tma(m, box_rows, box_rows == bn && !panel_boxes ? dim / panel : 1);
+      return encode_tma(m, box_rows, box_rows == bn && !panel_boxes ? dim / panel_elements(type, dim) : 1);
     };
     if (c.kv_layout.shared_kv) {  // a latent cache: K's rows (nope, or all columns) and the rope part, in its own type
       const int rope = c.head_dim.rope;

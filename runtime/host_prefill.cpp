@@ -101,22 +101,21 @@ class Sm90Host final : public FamilyHost {
     const int64_t rows_k = std::max<int64_t>(1, ragged ? a.total_k : a.seqlen_k);
     const int dqk = c.head_dim.qk, dv = c.head_dim.v;
     const DType in = c.dtype.qkv;
-    const int in_panel = panel_elements(in), out_panel = panel_elements(c.dtype.out);
     // A rope part in its own tensors (its own 16-bit type beside fp8): the nope columns from q
     // and k, the rope columns from q_rope and k_rope, each box landing in its panels of the same
-    // tile.
+    // tile. A box takes every panel of its rows (64-byte panels for fp8 rows of 64 or 192).
     const int rope = c.head_dim.rope, nope = dqk - rope;
-    p.tma_q = encode_tma(tensor(a.q, in, rows_q, nope, a.heads_q), launch.block_m, nope / in_panel);
-    p.tma_k = encode_tma(tensor(a.k, in, rows_k, nope, a.heads_k), launch.block_n, nope / in_panel);
+    auto panels = [](DType t, int columns) { return columns / panel_elements(t, columns); };
+    p.tma_q = encode_tma(tensor(a.q, in, rows_q, nope, a.heads_q), launch.block_m, panels(in, nope));
+    p.tma_k = encode_tma(tensor(a.k, in, rows_k, nope, a.heads_k), launch.block_n, panels(in, nope));
     if (rope > 0) {
       const DType r = c.dtype.rope.value_or(in);
-      const int r_panel = panel_elements(r);
-      p.tma_q_rope = encode_tma(tensor(a.q_rope, r, rows_q, rope, a.heads_q), launch.block_m, rope / r_panel);
-      p.tma_k_rope = encode_tma(tensor(a.k_rope, r, rows_k, rope, a.heads_k), launch.block_n, rope / r_panel);
+      p.tma_q_rope = encode_tma(tensor(a.q_rope, r, rows_q, rope, a.heads_q), launch.block_m, panels(r, rope));
+      p.tma_k_rope = encode_tma(tensor(a.k_rope, r, rows_k, rope, a.heads_k), launch.block_n, panels(r, rope));
     }
-    p.tma_v = encode_tma(tensor(a.v, in, rows_k, dv, a.heads_k), launch.block_n, dv / in_panel);
+    p.tma_v = encode_tma(tensor(a.v, in, rows_k, dv, a.heads_k), launch.block_n, panels(in, dv));
     if (launch.tma_store_o)
-      p.tma_o = encode_tma(tensor(a.o, c.dtype.out, rows_q, dv, a.heads_q), 64, dv / out_panel);
+      p.tma_o = encode_tma(tensor(a.o, c.dtype.out, rows_q, dv, a.heads_q), 64, panels(c.dtype.out, dv));
   }
 };
 

@@ -1,8 +1,9 @@
 // TMA descriptors for the sm90 family. A [batch, rows, heads, dim] tensor (any strides, dim
-// contiguous) is described as 5-D {P, rows, dim/P, heads, batch}, P = 128 bytes of elements (64
-// 16-bit, 128 fp8): the innermost P elements are one 128-byte swizzle span, and the third axis
-// steps over the P-column panels, so one TMA box {P, R, dim/P, 1, 1} lands in shared memory as
-// [panel][row][128 bytes], the layout wgmma reads.
+// contiguous) is described as 5-D {P, rows, dim/P, heads, batch}, P = one swizzled panel of
+// elements (common/swizzle_panels.cuh: 128 bytes, or 64 for an fp8 row of 64 or 192 columns):
+// the innermost P elements are one swizzle span, and the third axis steps over the P-column
+// panels, so one TMA box {P, R, dim/P, 1, 1} lands in shared memory as [panel][row][P bytes],
+// the layout wgmma reads.
 #pragma once
 
 #include "common/params.cuh"
@@ -16,7 +17,7 @@ struct TmaTensor {
   const void* data;
   DType dtype;
   int64_t rows;        // rows along the sequence axis (total rows when ragged)
-  int64_t dim;         // head dim (whole 128-byte panels)
+  int64_t dim;         // head dim (whole panels: a multiple of 64 bytes)
   int64_t heads;
   int64_t batch;       // 1 when ragged
   int64_t row_stride, head_stride, batch_stride;  // elements

@@ -26,6 +26,7 @@
 #include "common/scales.cuh"
 #include "common/scheduler.cuh"
 #include "common/seqinfo.cuh"
+#include "common/swizzle_panels.cuh"
 #include "common/types.cuh"
 #include "sm90/dynamic_scheduler.cuh"
 #include "sm90/epilogue.cuh"
@@ -71,7 +72,9 @@ struct ForwardKernel {
   using Pipe = StageBarriers<Layout, kStages, kPair>;
   using State = PipelineState<kStages>;
   static constexpr bool kTransposeV = Layout::kTransposeV;
-  using Transpose = VTranspose<T::kBlockN, T::kHeadDimV>;
+  // V's rows in the panels TMA lands them in: 128 bytes, or 64 for an fp8 dv of 64 or 192.
+  static constexpr int kVPanelBytes = panel_bytes(DV * int(sizeof(Element)));
+  using Transpose = VTranspose<T::kBlockN, T::kHeadDimV, kVPanelBytes>;
   using Softmax = OnlineSoftmax<T::kBlockN, kTransposeV ? 8 : 0, T::kFmaExp2Every, T::kLazyRescale>;
   static constexpr int kPSteps = BN / Traits::kMmaK;  // K steps of P V; one u32[4] of P each
 
@@ -82,10 +85,18 @@ struct ForwardKernel {
   using RopeElement = typename T::RopeElement;
   using RopeTraits = ElementTraits<RopeElement>;
   static constexpr int DR = T::kHeadDimRope, DN = DQK - DR;
-  static constexpr int kNopePanels = DN / Traits::kPanelElems, kRopePanels = DR / RopeTraits::kPanelElems;
+  // The nope columns' panels: 128 bytes a row, or 64 for fp8 nope parts of 64 or 192 columns
+  // (64-byte swizzle); the rope part's are 128 bytes (64 16-bit columns) after them.
+  static constexpr int kNopePanelBytes = panel_bytes(DN * int(sizeof(Element)));
+  static constexpr int kRopePanels = DR / RopeTraits::kPanelElems;
   static constexpr bool kRopeBesideFp8 = DR > 0 && Traits::kBytes == 1;
-  static_assert(DR % 64 == 0 && (DR == 0 || sizeof(RopeElement) == 2) && DN % Traits::kPanelElems == 0,
-                "whole 128-byte panels of the nope part and of a 16-bit rope part");
+  static_assert(DR % 64 == 0 && (DR == 0 || sizeof(RopeElement) == 2) && (DN * sizeof(Element)) % 64 == 0,
+                "nope rows of whole 64-byte panels and a 16-bit rope part of whole 128-byte panels");
+  // Where the rope part's panels start in a Q buffer and a K stage: after the nope part's, which
+  // beside a rope part are 128-byte panels (family_sm90.cpp), so as panel kRopeFirstPanel.
+  static constexpr u32 kQRopeOffset = BM * DN * sizeof(Element), kKRopeOffset = BN * DN * sizeof(Element);
+  static constexpr int kRopeFirstPanel = DN * int(sizeof(Element)) / 128;
+  static_assert(DR == 0 || kNopePanelBytes == 128, "beside a rope part, nope rows of 128-byte panels");
   static_assert(kRopeBesideFp8 || DR == 0 || SameType<RopeElement, Element>::value, "a 16-bit rope part in the inputs' type");
   // Per-token K scales (scales.k per_token) multiply S's columns: the producer warp writes each
   // K stage's into its slot of the seeds' k_scale region.
@@ -168,7 +179,7 @@ struct ForwardKernel {
         tma_load_5d(smem.q(qs), &p.tma_q, smem.barrier(Layout::kQFull + qs), 0, r.seq.q_start + r.m0, 0,
                     w.head, batch, policy_evict_first());
         if constexpr (kRopePanels > 0)
-          tma_load_5d(smem.q(qs) + kNopePanels * BM * 128, &p.tma_q_rope, smem.barrier(Layout::kQFull + qs), 0,
+          tma_load_5d(smem.q(qs) + kQRopeOffset, &p.tma_q_rope, smem.barrier(Layout::kQFull + qs), 0,
                       r.seq.q_start + r.m0, 0, w.head, batch, policy_evict_first());
       }
     }
@@ -190,7 +201,7 @@ struct ForwardKernel {
       if (loads_k) {
         load_kv(smem.k(kv.index), &p.tma_k, kpipe.full(kv.index), row, kv_head, batch, evict_last);
         if constexpr (kRopePanels > 0)
-          load_kv(smem.k(kv.index) + kNopePanels * BN * 128, &p.tma_k_rope, kpipe.full(kv.index), row, kv_head, batch,
+          load_kv(smem.k(kv.index) + kKRopeOffset, &p.tma_k_rope, kpipe.full(kv.index), row, kv_head, batch,
                   evict_last);
       }
       vpipe.producer_acquire(kv, kVBytes, leader);
@@ -287,25 +298,28 @@ struct ForwardKernel {
   // ---- consumers --------------------------------------------------------------------------
 
   // S = Q_wg K^T over the full qk depth; K-major operands: each step takes the next 32 bytes
-  // of a 128-byte panel row, four steps per panel (fp8 nope panels, then 16-bit rope panels).
+  // of a panel row (fp8 nope panels, then 16-bit rope panels).
   __device__ __forceinline__ static void issue_qk(float (&s)[BN / 2], const Layout& smem, int wg, int q_stage,
                                                   int stage) {
-    const u32 q = smem.q(q_stage) + wg * (64 * 128), k = smem.k(stage);
+    const u32 q = smem.q(q_stage), k = smem.k(stage);
     if constexpr (kRopeBesideFp8) {
-      qk_steps<Element, DN / Traits::kMmaK, 0>(s, q, k, false);
-      qk_steps<RopeElement, DR / RopeTraits::kMmaK, kNopePanels>(s, q, k, true);
+      qk_steps<Element, DN / Traits::kMmaK, kNopePanelBytes, 0>(s, q + wg * (64 * kNopePanelBytes), k, false);
+      qk_steps<RopeElement, DR / RopeTraits::kMmaK, 128, kRopeFirstPanel>(s, q + wg * (64 * 128), k, true);
     } else {
-      qk_steps<Element, DQK / Traits::kMmaK, 0>(s, q, k, false);
+      qk_steps<Element, DQK / Traits::kMmaK, kNopePanelBytes, 0>(s, q + wg * (64 * kNopePanelBytes), k, false);
     }
   }
-  // kSteps k-steps of E from panel kFirstPanel on: wgmma's K is 32 bytes, four to a panel.
-  template <class E, int kSteps, int kFirstPanel>
+  // kSteps k-steps of E over panels of kPanel bytes from panel kFirstPanel on (Q's BM rows, K's
+  // BN rows to a panel; q: this warpgroup's first row in panel 0): wgmma's K is 32 bytes,
+  // kPanel / 32 steps to a panel.
+  template <class E, int kSteps, int kPanel, int kFirstPanel>
   __device__ __forceinline__ static void qk_steps(float (&s)[BN / 2], u32 q, u32 k, bool accumulate) {
+    constexpr int kPerPanel = kPanel / 32;
 #pragma unroll
     for (int kk = 0; kk < kSteps; ++kk) {
-      const u32 panel = kFirstPanel + kk / 4, step = (kk % 4) * 32;
-      Wgmma<E, BN>::ss(s, make_desc(q + panel * (BM * 128) + step, 16, 1024),
-                       make_desc(k + panel * (BN * 128) + step, 16, 1024), accumulate || kk > 0 ? 1 : 0);
+      const u32 panel = kFirstPanel + kk / kPerPanel, step = (kk % kPerPanel) * 32;
+      Wgmma<E, BN>::ss(s, k_major_desc<kPanel>(q + panel * (BM * kPanel) + step),
+                       k_major_desc<kPanel>(k + panel * (BN * kPanel) + step), accumulate || kk > 0 ? 1 : 0);
     }
   }
 
@@ -322,7 +336,7 @@ struct ForwardKernel {
     for (int i = threadIdx.x & 127; i < 64 * kChunks; i += 128) {
       const int r = i / kChunks, c = i % kChunks;
       const float inv = 1.f / (q_scale(64 * wg + r) * k_scale);
-      const u32 at = smem.q(q_stage) + (kNopePanels + c / 8) * (BM * 128) + (64 * wg + r) * 128 +
+      const u32 at = smem.q(q_stage) + (kRopeFirstPanel + c / 8) * (BM * 128) + (64 * wg + r) * 128 +
                      ((((c % 8) ^ r) & 7) << 4);
       u32 w[4];
       asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "r"(at));
@@ -345,7 +359,7 @@ struct ForwardKernel {
     for (int kk = 0; kk < kPSteps; ++kk) {
       if constexpr (kTransposeV) {
         const u32 vt = smem.vt(stage) + (kk / 4) * (DV * 128) + (kk % 4) * 32;
-        Wgmma<Element, DV>::rs(o, pf[kk], make_desc(vt, 16, 1024), 1);
+        Wgmma<Element, DV>::rs(o, pf[kk], k_major_desc<128>(vt), 1);
       } else {
         const u32 v = smem.v(stage) + kk * (Traits::kMmaK * 128);
         Wgmma<Element, DV>::rs(o, pf[kk], make_desc(v, BN * 128, 1024), 1);

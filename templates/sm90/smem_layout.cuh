@@ -1,7 +1,8 @@
 // Shared-memory layout of the sm90 forward kernel, every offset a compile-time constant (the
 // seeds' SM100AttentionSMem idea), taken from smem_regions.cuh, which the generator sizes tiles
-// with. Tiles are stored as the TMA box {panel columns, rows, panels} writes them with 128-byte
-// swizzle: [panel][row][128 bytes].
+// with. Tiles are stored as the TMA box {panel columns, rows, panels} writes them, swizzled:
+// [panel][row][128 bytes], or [panel][row][64 bytes] for fp8 rows of 64 or 192 columns
+// (common/swizzle_panels.cuh).
 //   mbarriers: Q full/empty, K full/empty and V full/empty per stage, the dynamic scheduler's
 //   tile ring (full/empty per slot), and with fp8 the transposed V's full/empty per stage; then
 //   the scheduler's two tile-index slots and, per V stage, the producer's closing flag
@@ -17,8 +18,6 @@ template <class T>
 struct SmemLayout {
   using Traits = ElementTraits<typename T::Element>;
   static constexpr int kElementBytes = Traits::kBytes;
-  static constexpr int kPanelElems = Traits::kPanelElems;
-  static constexpr int kVPanels = T::kHeadDimV / kPanelElems;
   // 8-bit wgmma reads B K-major only: V is transposed in shared memory (Vt) by the producer
   // warpgroup's spare warps.
   static constexpr bool kTransposeV = Traits::kBytes == 1;
@@ -47,9 +46,9 @@ struct SmemLayout {
   static_assert(kTotalBytes == T::kSmemBytes, "host and device disagree on the shared-memory size");
   static_assert(kNumBarriers * 8 <= kRegions.tile_slot_offset - kRegions.barrier_offset, "too many mbarriers");
   static_assert(4 * (2 + T::kStages) <= kRegions.total - kRegions.tile_slot_offset, "tile slots and closing flags");
-  static_assert((T::kHeadDimQK - T::kHeadDimRope) % kPanelElems == 0 && T::kHeadDimRope % 64 == 0 &&
-                    T::kHeadDimV % kPanelElems == 0,
-                "head dims must fill whole 128-byte panels");
+  static_assert((T::kHeadDimQK - T::kHeadDimRope) * kElementBytes % 64 == 0 && T::kHeadDimRope % 64 == 0 &&
+                    T::kHeadDimV * kElementBytes % 64 == 0,
+                "rows of whole swizzled panels (common/swizzle_panels.cuh)");
 
   u32 base;  // shared-window address of the dynamic shared memory (1 KB aligned)
 

@@ -1,7 +1,8 @@
 // fp8 V, transposed in shared memory. 8-bit wgmma reads its B operand K-major only, and users'
 // caches hold V row-major ([keys, dv]), so the producer warpgroup's three spare warps turn each
-// TMA-loaded V stage ([dv panel][key][128 bytes]) into Vt ([key panel][dv][128 keys]), both
-// 128-byte swizzled, and hand it to the consumers through their own full/empty barriers.
+// TMA-loaded V stage ([dv panel][key][128 bytes], or 64-byte panels for a dv of 64 or 192) into
+// Vt ([key panel][dv][128 keys], 128-byte swizzled), and hand it to the consumers through their
+// own full/empty barriers.
 //
 // The keys are permuted on the way. The consumers' probabilities come in the wgmma accumulator
 // layout, where a lane of quad position q holds keys 2q, 2q+1, 8+2q, 9+2q (and 16 more) of each
@@ -30,23 +31,23 @@ inline constexpr int kVTransposerWarps = 3;  // warps 1-3 of the producer warpgr
 //      rows are V columns, addressed by lane: matrix 0 takes the quads' even columns for c < 4
 //      and their odd ones above, matrix 1 the rest, so a block's eight rows are columns of
 //      eight distinct residues mod 8 and hit eight distinct swizzled chunks (no bank conflict).
-// Both sides' rows sit inside one 16-byte chunk of the 128-byte swizzle (chunk ^ row % 8).
-template <int kBlockN, int kHeadDimV>
+// Both sides' rows sit inside one 16-byte chunk of their swizzle.
+template <int kBlockN, int kHeadDimV, int kVPanel>
 struct VTranspose {
   static_assert(kBlockN % 32 == 0, "keys come in 32-key wgmma steps");
-  static_assert(kHeadDimV % 128 == 0, "V's columns fill 128-byte panels");
+  static_assert((kVPanel == 128 || kVPanel == 64) && kHeadDimV % kVPanel == 0, "V's columns fill its panels");
   static constexpr int kKeyBlocks = kBlockN / 16, kColumnBlocks = kHeadDimV / 32;
   static constexpr int kUnits = kKeyBlocks * kColumnBlocks;
 
   // Transposer thread t (0 .. 32 kVTransposerWarps - 1); its warp takes units w, w + 3, ...
   // Offsets: v_transpose_map.cuh.
   __device__ __forceinline__ static void stage(u32 v, u32 vt, int t) {
-    const VTransposeLane l = v_transpose_lane(t & 31);
+    const VTransposeLane l = v_transpose_lane(t & 31, kVPanel);
 #pragma unroll 1
     for (int u = t >> 5; u < kUnits; u += kVTransposerWarps) {
       const int kb = u % kKeyBlocks, db = u / kKeyBlocks;
       u32 x[4];
-      sm80::ldmatrix_x4_trans(x, v + v_transpose_load(l, kBlockN, kb, db));
+      sm80::ldmatrix_x4_trans(x, v + v_transpose_load(l, kBlockN, kb, db, kVPanel));
       stmatrix_x4(vt + v_transpose_store(l, kHeadDimV, kb, db), __byte_perm(x[0], x[1], l.select[0]),
                   __byte_perm(x[0], x[1], l.select[1]), __byte_perm(x[2], x[3], l.select[0]),
                   __byte_perm(x[2], x[3], l.select[1]));

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "common/host_device.cuh"
+#include "common/swizzle_panels.cuh"
 
 namespace flashjit::sm90 {
 
@@ -15,10 +16,12 @@ FLASHJIT_HOST_DEVICE constexpr int permuted_key(int h) {
   return (h & ~31) + 16 * ((h >> 4) & 1) + 8 * ((h >> 1) & 1) + 2 * ((h >> 2) & 3) + (h & 1);
 }
 
-// Byte offset of V element (key, col) in a stage as TMA writes it: [col / 128][key][128 bytes],
-// the 16-byte chunk c of a row at c ^ (key % 8).
-FLASHJIT_HOST_DEVICE constexpr int v_stage_offset(int block_n, int key, int col) {
-  return (col >> 7) * (block_n * 128) + key * 128 + ((((col & 127) >> 4) ^ (key & 7)) << 4) + (col & 15);
+// Byte offset of V element (key, col) in a stage as TMA writes it, in panels of `panel` bytes
+// (128, or 64 for a dv of 64 or 192): [col / panel][key][panel bytes], swizzled
+// (common/swizzle_panels.cuh).
+FLASHJIT_HOST_DEVICE constexpr int v_stage_offset(int block_n, int key, int col, int panel) {
+  return (col / panel) * (block_n * panel) + key * panel + (swizzled_chunk(panel, key, (col % panel) >> 4) << 4) +
+         (col & 15);
 }
 // Byte offset of Vt element (col, fragment key h): [h / 128][head_dim_v][128 bytes], the chunk
 // c of column col's row at c ^ (col % 8).
@@ -30,7 +33,8 @@ FLASHJIT_HOST_DEVICE constexpr int vt_stage_offset(int head_dim_v, int col, int 
 struct VTransposeLane {
   int load_row;        // ldmatrix: key 8 (i % 2) + r of the unit's 16, as a byte offset
   int load_chunk;      // and its 16-byte chunk 2 db + i / 2 (this is i / 2)
-  int load_residue;    // the key's swizzle residue, r
+  int load_residue;    // the key's swizzle residue (r, or r / 2 in 64-byte panels): a unit's
+                       // first key is a multiple of 16, so it is the same in every unit
   int store_row;       // stmatrix: V column 32 db + this, as a Vt byte offset
   int store_residue;   // that column's swizzle residue
   unsigned select[2];  // prmt selectors for stmatrix registers 0 and 1 (2 and 3 reuse them)
@@ -38,19 +42,21 @@ struct VTransposeLane {
 
 // Matrix 0 takes the quads' even columns for quads 0-3 and their odd ones for 4-7, matrix 1 the
 // rest, so each stmatrix block's eight rows have eight distinct residues mod 8.
-FLASHJIT_HOST_DEVICE constexpr VTransposeLane v_transpose_lane(int lane) {
-  const int i = lane >> 3, r = lane & 7;
+// `panel`: V's panel bytes (Vt's are always 128).
+FLASHJIT_HOST_DEVICE constexpr VTransposeLane v_transpose_lane(int lane, int panel) {
+  const int i = lane >> 3, r = lane & 7, key = 8 * (i & 1) + r;
   const int col = 16 * (i >> 1) + 2 * r + ((i & 1) != (r >= 4) ? 1 : 0);
   const bool quad_high = (lane >> 2) >= 4;  // the quad whose data this lane holds
-  return {(8 * (i & 1) + r) * 128, i >> 1, r, col * 128, col & 7,
+  return {key * panel, i >> 1, panel == 128 ? r : (r >> 1) & 3, col * 128, col & 7,
           {quad_high ? 0x7531u : 0x6420u, quad_high ? 0x6420u : 0x7531u}};
 }
 
 // Byte offsets of this lane's ldmatrix row in V and stmatrix row in Vt for unit (kb, db): keys
-// 16 kb .. +15, V columns 32 db .. +31.
-FLASHJIT_HOST_DEVICE constexpr int v_transpose_load(const VTransposeLane& l, int block_n, int kb, int db) {
-  const int chunk = 2 * db + l.load_chunk;
-  return l.load_row + (chunk >> 3) * (block_n * 128) + kb * (16 * 128) + (((chunk & 7) ^ l.load_residue) << 4);
+// 16 kb .. +15, V columns 32 db .. +31 (V in panels of `panel` bytes, as v_transpose_lane's).
+FLASHJIT_HOST_DEVICE constexpr int v_transpose_load(const VTransposeLane& l, int block_n, int kb, int db, int panel) {
+  const int chunk = 2 * db + l.load_chunk, shift = panel == 128 ? 3 : 2;  // 8 or 4 chunks a panel
+  return l.load_row + (chunk >> shift) * (block_n * panel) + kb * (16 * panel) +
+         (((chunk & ((1 << shift) - 1)) ^ l.load_residue) << 4);
 }
 FLASHJIT_HOST_DEVICE constexpr int v_transpose_store(const VTransposeLane& l, int head_dim_v, int kb, int db) {
   return l.store_row + (kb >> 3) * (head_dim_v * 128) + db * (32 * 128) + (((kb & 7) ^ l.store_residue) << 4);

@@ -30,19 +30,20 @@ int chunk_of(int offset) { return (offset >> 4) & 7; }
 
 struct Geometry {
   int block_n, head_dim_v;
+  int panel;  // V's panel bytes: 128, or 64 for a dv of 64 or 192
 };
 
 class VTransposeMap : public ::testing::TestWithParam<Geometry> {};
 
 TEST_P(VTransposeMap, EveryVtByteHoldsItsPermutedKeyOnce) {
   const Geometry g = GetParam();
-  const int v_bytes = (g.head_dim_v / 128) * g.block_n * 128;
+  const int v_bytes = g.head_dim_v * g.block_n;
   const int vt_bytes = ((g.block_n + 127) / 128) * g.head_dim_v * 128;
   // A V stage whose byte at (key, col) names both, so a misplaced byte cannot pass.
   std::vector<std::uint8_t> v(v_bytes);
   for (int key = 0; key < g.block_n; ++key)
     for (int col = 0; col < g.head_dim_v; ++col)
-      v[v_stage_offset(g.block_n, key, col)] = std::uint8_t(key * 31 + col * 7 + (key * col) / 5);
+      v[v_stage_offset(g.block_n, key, col, g.panel)] = std::uint8_t(key * 31 + col * 7 + (key * col) / 5);
   std::vector<int> writes(vt_bytes, 0);
   std::vector<std::uint8_t> vt(vt_bytes, 0);
 
@@ -51,8 +52,8 @@ TEST_P(VTransposeMap, EveryVtByteHoldsItsPermutedKeyOnce) {
       std::array<VTransposeLane, 32> lane;
       std::array<int, 32> load, store;
       for (int l = 0; l < 32; ++l) {
-        lane[l] = v_transpose_lane(l);
-        load[l] = v_transpose_load(lane[l], g.block_n, kb, db);
+        lane[l] = v_transpose_lane(l, g.panel);
+        load[l] = v_transpose_load(lane[l], g.block_n, kb, db, g.panel);
         store[l] = v_transpose_store(lane[l], g.head_dim_v, kb, db);
       }
       for (int m = 0; m < 4; ++m) {  // each matrix's eight rows in eight bank groups
@@ -94,19 +95,37 @@ TEST_P(VTransposeMap, EveryVtByteHoldsItsPermutedKeyOnce) {
     for (int h = 0; h < g.block_n; ++h) {
       const int at = vt_stage_offset(g.head_dim_v, col, h);
       ASSERT_EQ(writes[at], 1) << "Vt column " << col << ", fragment key " << h;
-      ASSERT_EQ(vt[at], v[v_stage_offset(g.block_n, permuted_key(h), col)])
+      ASSERT_EQ(vt[at], v[v_stage_offset(g.block_n, permuted_key(h), col, g.panel)])
           << "Vt column " << col << ", fragment key " << h << " (V key " << permuted_key(h) << ")";
     }
 }
 
 // Block sizes the fp8 kernels take (BN a multiple of 32, up to 256; a last key panel partly
-// used where BN is no multiple of 128) and both V widths.
+// used where BN is no multiple of 128) and V widths in 128-byte panels (dv 128, 256) and in
+// 64-byte ones (dv 64, 192).
 INSTANTIATE_TEST_SUITE_P(Tiles, VTransposeMap,
-                         ::testing::Values(Geometry{64, 128}, Geometry{96, 256}, Geometry{128, 128},
-                                           Geometry{160, 128}, Geometry{192, 128}, Geometry{256, 256}),
+                         ::testing::Values(Geometry{64, 128, 128}, Geometry{96, 256, 128}, Geometry{128, 128, 128},
+                                           Geometry{160, 128, 128}, Geometry{192, 128, 128}, Geometry{256, 256, 128},
+                                           Geometry{64, 64, 64}, Geometry{96, 64, 64}, Geometry{128, 64, 64},
+                                           Geometry{224, 64, 64}, Geometry{256, 64, 64}, Geometry{128, 192, 64}),
                          [](const ::testing::TestParamInfo<Geometry>& i) {
-                           return "bn" + std::to_string(i.param.block_n) + "_dv" + std::to_string(i.param.head_dim_v);
+                           return "bn" + std::to_string(i.param.block_n) + "_dv" + std::to_string(i.param.head_dim_v) +
+                                  "_panel" + std::to_string(i.param.panel);
                          });
+
+// The map's V offsets are the TMA swizzle's: in a 64-byte panel the 16-byte chunk c of key k
+// lands at chunk c ^ ((k / 2) % 4) of the row, as CU_TENSOR_MAP_SWIZZLE_64B writes it (address
+// bits 4-5 XOR bits 7-8); in a 128-byte panel at c ^ (k % 8).
+TEST(VTransposeSwizzle, StageOffsetsFollowTheTmaSwizzle) {
+  EXPECT_EQ(v_stage_offset(128, 0, 0, 64), 0);
+  EXPECT_EQ(v_stage_offset(128, 1, 16, 64), 64 + 16);
+  EXPECT_EQ(v_stage_offset(128, 2, 0, 64), 128 + 16);
+  EXPECT_EQ(v_stage_offset(128, 7, 48 + 5, 64), 7 * 64 + ((3 ^ 3) << 4) + 5);
+  EXPECT_EQ(v_stage_offset(128, 9, 32, 64), 9 * 64 + ((2 ^ 0) << 4));
+  EXPECT_EQ(v_stage_offset(128, 3, 64 + 16, 64), 128 * 64 + 3 * 64 + ((1 ^ 1) << 4));  // second panel
+  EXPECT_EQ(v_stage_offset(64, 3, 16, 128), 3 * 128 + ((1 ^ 3) << 4));
+  EXPECT_EQ(v_stage_offset(64, 5, 128 + 2, 128), 64 * 128 + 5 * 128 + ((0 ^ 5) << 4) + 2);
+}
 
 }  // namespace
 }  // namespace flashjit::sm90
