@@ -111,19 +111,28 @@ class Sm90Family final : public KernelFamily {
     if (!arch.has_wgmma())
       return ConfigIssue{"arch", "\"" + arch.name + "\"",
                          "the sm90 family needs the sm_90a target (wgmma, setmaxnreg)"};
-    // 128-byte TMA panels: 64 columns of a 16-bit type, 128 of fp8. A rope part in its own
-    // tensors (MLA prefill: q_rope, k_rope, 16-bit) fills whole panels after the nope part's in
-    // the same tiles: 64 columns each.
+    // Swizzled TMA panels (common/swizzle_panels.cuh): 64 columns of a 16-bit type fill a
+    // 128-byte panel; fp8 rows take 128-byte panels, or 64-byte ones where 64 or 192 columns
+    // leave half a panel. A rope part in its own tensors (MLA prefill: q_rope, k_rope, 16-bit)
+    // fills whole 128-byte panels after the nope part's in the same tiles: 64 columns each.
     const bool fp8 = is_float8(c.dtype.qkv);
-    const int panel = fp8 ? 128 : 64, rope = c.head_dim.rope, nope = c.head_dim.qk - rope;
-    const std::string dims = "the sm90 family needs a multiple of " + std::to_string(panel) +
-                             " up to 256 (128-byte TMA panels of " + to_string(c.dtype.qkv) +
-                             (fp8 ? "; other fp8 head dims run on the sm80 family)" : ")");
-    if (nope % panel || c.head_dim.qk > 256)
+    const int rope = c.head_dim.rope, nope = c.head_dim.qk - rope;
+    const std::string dims = std::string("the sm90 family needs a multiple of 64 up to 256 (whole swizzled TMA "
+                                         "panels") + (fp8 ? "; other fp8 head dims run on the sm80 family)" : ")");
+    if (nope % 64 || c.head_dim.qk > 256)
       return ConfigIssue{"head_dim.qk", std::to_string(c.head_dim.qk),
                          rope ? dims + " in its " + std::to_string(nope) + " nope columns" : dims};
-    if (c.head_dim.v % panel || c.head_dim.v > 256)
+    if (c.head_dim.v % 64 || c.head_dim.v > 256)
       return ConfigIssue{"head_dim.v", std::to_string(c.head_dim.v), dims};
+    if (fp8 && rope && nope % 128)
+      return ConfigIssue{"head_dim.qk", std::to_string(c.head_dim.qk),
+                         "beside a rope part the sm90 family takes fp8 nope columns in whole 128-byte panels: a "
+                         "multiple of 128 (here " + std::to_string(nope) + "; such configs run on the sm80 family)"};
+    // fp8 pairs of head dims whose register limits are measured (sm90_spill_limits.cpp).
+    if (fp8 && sm90_spill_free_bn(c, 2, false) == 0)
+      return ConfigIssue{"head_dim", std::to_string(c.head_dim.qk) + " / " + std::to_string(c.head_dim.v),
+                         "the sm90 family's fp8 kernels take head_dim.qk / v of 64 / 64, 128 or 256 / 128 or 256, "
+                         "and 192 / 128 (other fp8 head dims run on the sm80 family)"};
     if (fp8 && c.dtype.out != DType::bf16 && c.dtype.out != DType::fp16)
       return ConfigIssue{"dtype.out", std::string("\"") + to_string(c.dtype.out) + "\"",
                          "the sm90 family writes fp8 attention's output in bf16 or fp16"};

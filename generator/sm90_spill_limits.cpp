@@ -35,35 +35,38 @@ constexpr unsigned char kPair[3][3][4][4] = {
      {{7, 4, 2, 0}, {6, 4, 2, 0}, {6, 3, 1, 0}, {5, 2, 0, 0}},          // causal
      {{5, 4, 2, 0}, {5, 3, 2, 0}, {5, 3, 1, 0}, {4, 2, 0, 0}}}};        // sliding_window
 
-// fp8 inputs (head_dim.qk 128, 192 or 256 with a bf16 rope part of 64 or 128 columns, head_dim.v
-// 128 or 256; no pair_cta), in 16-key units. P takes half the registers of 16-bit P and the
-// consumers get 8 fewer (the producer warpgroup transposes V), so the 16-bit limits do not carry
-// over. Measured on sm_90a with NVRTC 13.0 (2026-12-06) by raising BN in steps of 32 for every
-// entry until a variant spilled or reported an advisory: e4m3 with per-tensor scales (without the
-// LSE, persistent; with the LSE, ragged, dynamic) and with per-token Q and K scales in fp32
-// (per-head K beside a rope part; with the LSE, dynamic, and ragged, persistent), with and
-// without a rope part of the same width. 16 where shared memory runs out first; 0 for head dims
-// the fp8 kernels do not take (and d_v 256 on three consumers, which ptxas cannot allocate).
+// fp8 inputs (head_dim.qk 64 / v 64, qk 128 or 256 / v 128 or 256, qk 192 / v 128 with or without
+// a bf16 rope part of 64 columns, qk 256 with one of 128; no pair_cta), in 16-key units. P takes
+// half the registers of 16-bit P and the consumers get 8 fewer (the producer warpgroup transposes
+// V), so the 16-bit limits do not carry over. Measured on sm_90a with NVRTC 13.0 by raising BN in
+// steps of 32 for every entry until a variant spilled or reported an advisory: e4m3 with
+// per-tensor scales (without the LSE, persistent; with the LSE, ragged, dynamic) and with
+// per-token Q scales in fp32 (per-head K; with the LSE, dynamic), with and without a rope part
+// of the same width (2026-12-06); d64 and qk 192 without a rope part, whose rows are 64-byte
+// panels, on 2026-12-06. 16 where shared memory runs out first; 0 for head dims the fp8 kernels
+// do not take (and d_v 256 on three consumers, which ptxas cannot allocate).
 constexpr unsigned char kFp8[3][3][4][4] = {
-    {{{0, 0, 0, 0}, {0, 16, 0, 16}, {0, 16, 0, 16}, {0, 16, 0, 6}},     // 1 consumer, none
-     {{0, 0, 0, 0}, {0, 16, 0, 16}, {0, 16, 0, 16}, {0, 16, 0, 16}},    // causal
-     {{0, 0, 0, 0}, {0, 10, 0, 6}, {0, 10, 0, 6}, {0, 10, 0, 4}}},      // sliding_window
-    {{{0, 0, 0, 0}, {0, 12, 0, 6}, {0, 16, 0, 6}, {0, 16, 0, 6}},       // 2 consumers, none
-     {{0, 0, 0, 0}, {0, 12, 0, 6}, {0, 16, 0, 6}, {0, 16, 0, 6}},       // causal
-     {{0, 0, 0, 0}, {0, 8, 0, 4}, {0, 8, 0, 4}, {0, 6, 0, 4}}},         // sliding_window
-    {{{0, 0, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}},          // 3 consumers, none
-     {{0, 0, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}},          // causal
-     {{0, 0, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}, {0, 2, 0, 0}}}};        // sliding_window
+    {{{16, 0, 0, 0}, {0, 16, 0, 16}, {0, 16, 0, 16}, {0, 16, 0, 6}},    // 1 consumer, none
+     {{16, 0, 0, 0}, {0, 16, 0, 16}, {0, 16, 0, 16}, {0, 16, 0, 16}},   // causal
+     {{12, 0, 0, 0}, {0, 10, 0, 6}, {0, 10, 0, 6}, {0, 10, 0, 4}}},     // sliding_window
+    {{{16, 0, 0, 0}, {0, 12, 0, 6}, {0, 16, 0, 6}, {0, 16, 0, 6}},      // 2 consumers, none
+     {{16, 0, 0, 0}, {0, 12, 0, 6}, {0, 16, 0, 6}, {0, 16, 0, 6}},      // causal
+     {{12, 0, 0, 0}, {0, 8, 0, 4}, {0, 8, 0, 4}, {0, 6, 0, 4}}},        // sliding_window
+    {{{8, 0, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}},          // 3 consumers, none
+     {{8, 0, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}},          // causal
+     {{6, 0, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}, {0, 2, 0, 0}}}};        // sliding_window
 
 // fp8 with per-token K scales (the producer warp stores each stage's, the consumers read them):
-// the cap on kFp8 for every consumer count, in 16-key units, indexed [mask][head_dim.qk / 128 -
-// 1][head_dim.v / 128 - 1]. Measured on two consumers with NVRTC 13.0 (2026-12-06) by lowering
-// BN in steps of 32 until every variant compiled without spills or advisories: scales by position
-// and beside the cache's rows, per-token and per-tensor Q, ragged or not, with and without the LSE.
-constexpr unsigned char kFp8KeyScales[3][2][2] = {
-    {{10, 6}, {10, 4}},   // none: (128, 128), (128, 256); (256, 128), (256, 256)
-    {{12, 6}, {10, 6}},   // causal
-    {{8, 4}, {6, 4}}};    // sliding_window
+// the cap on kFp8 for every consumer count, in 16-key units, indexed like kFp8 without the
+// consumers. Measured on two consumers with NVRTC 13.0 by lowering BN in steps of 32 until every
+// variant compiled without spills or advisories: scales by position and beside the cache's rows,
+// per-token and per-tensor Q, ragged or not, with and without the LSE (2026-12-06; d64 and qk 192
+// on 2026-12-06, where d64's cap also held on one and three consumers). 0 for head dims the fp8
+// kernels do not take.
+constexpr unsigned char kFp8KeyScales[3][4][4] = {
+    {{16, 0, 0, 0}, {0, 10, 0, 6}, {0, 12, 0, 0}, {0, 10, 0, 4}},   // none
+    {{16, 0, 0, 0}, {0, 12, 0, 6}, {0, 12, 0, 0}, {0, 10, 0, 6}},   // causal
+    {{12, 0, 0, 0}, {0, 8, 0, 4}, {0, 8, 0, 0}, {0, 6, 0, 4}}};     // sliding_window
 
 int dim_index(int d) { return d >= 64 && d <= 256 && d % 64 == 0 ? d / 64 - 1 : -1; }
 
@@ -75,10 +78,8 @@ int sm90_spill_free_bn(const Config& c, int consumer_warpgroups, bool pair_cta) 
   const int m = c.mask == Mask::none ? 0 : c.mask == Mask::causal ? 1 : 2;
   if (is_float8(c.dtype.qkv)) {
     const int limit = 16 * kFp8[consumer_warpgroups - 1][m][q][v];
-    const auto wide = [](int d) { return d == 256 ? 1 : d == 128 ? 0 : -1; };  // kFp8KeyScales' index
-    const int kq = wide(c.head_dim.qk), kv = wide(c.head_dim.v);
-    if (c.scales.k != ScaleGranularity::per_token || kq < 0 || kv < 0) return limit;
-    return std::min(limit, 16 * kFp8KeyScales[m][kq][kv]);
+    if (c.scales.k != ScaleGranularity::per_token) return limit;
+    return std::min(limit, 16 * kFp8KeyScales[m][q][v]);
   }
   return 16 * (pair_cta ? kPair : kSingle)[consumer_warpgroups - 1][m][q][v];
 }

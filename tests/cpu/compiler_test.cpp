@@ -101,7 +101,8 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, Sm90Defaults,
 
 // The sm90 fp8 tiles it picks by itself (with and without a length hint), and pinned ones with
 // partial Vt panels, compile without spills or serialised wgmma: both fp8 types, every mask,
-// with and without the LSE, every scale granularity the family takes.
+// with and without the LSE, every scale granularity the family takes, head dims in 128- and
+// 64-byte panels.
 TEST(Sm90Fp8Defaults, CompileWithoutSpills) {
   struct Case { DType dtype; int qk, v; Mask mask; bool lse; ScaleGranularity q; int bn, hint = 0; };
   using G = ScaleGranularity;
@@ -116,7 +117,15 @@ TEST(Sm90Fp8Defaults, CompileWithoutSpills) {
                         Case{DType::e4m3, 256, 256, Mask::none, true, G::per_token, 0, 512},  // BN 64
                         Case{DType::e4m3, 256, 256, Mask::causal, true, G::per_token, 0},
                         Case{DType::e4m3, 256, 128, Mask::sliding_window, false, G::none, 0},
-                        Case{DType::e4m3, 128, 256, Mask::causal, true, G::per_head, 0}}) {
+                        Case{DType::e4m3, 128, 256, Mask::causal, true, G::per_head, 0},
+                        // 64-byte panels: d64 (three consumers, or two up to 1k keys) and qk 192.
+                        Case{DType::e4m3, 64, 64, Mask::none, true, G::per_token, 0},
+                        Case{DType::e4m3, 64, 64, Mask::none, false, G::per_tensor, 0, 1024},
+                        Case{DType::e5m2, 64, 64, Mask::causal, true, G::per_token, 0, 16384},
+                        Case{DType::e4m3, 64, 64, Mask::sliding_window, true, G::per_head, 0},
+                        Case{DType::e4m3, 64, 64, Mask::none, true, G::per_tensor, 256},
+                        Case{DType::e4m3, 192, 128, Mask::causal, true, G::per_token, 0},
+                        Case{DType::e4m3, 192, 128, Mask::none, false, G::per_tensor, 0, 16384}}) {
     Config c;
     c.arch = "sm_90a";
     c.dtype.qkv = k.dtype;
@@ -276,13 +285,13 @@ TEST(Compiler, Sm90TakesSixteenBitRopeTensors) {
 TEST(Compiler, Sm90PerTokenKeyScalesCompileWithoutSpills) {
   for (ScaleLayout layout : {ScaleLayout::positions, ScaleLayout::cache})
     for (bool varlen : {false, true})
-      for (int d : {128, 256})
+      for (auto [qk, v] : {std::pair{128, 128}, std::pair{256, 256}, std::pair{64, 64}, std::pair{192, 128}})
         for (Mask mask : {Mask::none, Mask::causal, Mask::sliding_window})
           for (int hint : {0, 16384}) {
             Config c;
             c.arch = "sm_90a";
             c.dtype = {DType::e4m3, DType::bf16, std::nullopt, DType::fp32};
-            c.head_dim = {d, d, 0};
+            c.head_dim = {qk, v, 0};
             c.scales = {ScaleGranularity::per_token, ScaleGranularity::per_token, ScaleGranularity::per_head};
             c.scales.token_layout = layout;
             c.varlen = varlen;

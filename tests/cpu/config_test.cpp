@@ -256,9 +256,9 @@ TEST(Config, UnimplementedFeaturesAreRejectedByName) {
   EXPECT_NE(first_message(paged).find("kv_layout.paged"), std::string::npos);
 }
 
-// The sm90 family computes fp8 at head dims of whole 128-byte panels (128, 256) with per-tensor
-// or per-head scales and per-token Q scales; what else it lacks it names, and "auto" runs such
-// configs on the sm80 family.
+// The sm90 family computes fp8 at head dims of whole swizzled panels whose register limits are
+// measured (64, 128, 256; 192 / 128) with per-tensor or per-head scales and per-token Q scales;
+// what else it lacks it names, and "auto" runs such configs on the sm80 family.
 TEST(Config, Sm90Fp8RulesNameWhatTheFamilyLacks) {
   json fp8 = base();
   fp8["arch"] = "sm_90a";
@@ -269,7 +269,13 @@ TEST(Config, Sm90Fp8RulesNameWhatTheFamilyLacks) {
   EXPECT_TRUE(issues_of(fp8).empty()) << first_message(fp8);
   json d64 = fp8;
   d64["head_dim"] = {{"qk", 64}, {"v", 64}};
-  EXPECT_TRUE(has_issue(issues_of(d64), "head_dim.qk"));
+  EXPECT_TRUE(issues_of(d64).empty()) << first_message(d64);  // 64-byte panels
+  json d96 = fp8;
+  d96["head_dim"] = {{"qk", 96}, {"v", 96}};
+  EXPECT_TRUE(has_issue(issues_of(d96), "head_dim.qk"));
+  json unmeasured = fp8;
+  unmeasured["head_dim"] = {{"qk", 128}, {"v", 64}};
+  EXPECT_TRUE(has_issue(issues_of(unmeasured), "head_dim"));
   // Per-token K scales, by position or laid out like the cache's rows, run on it; beside a rope
   // part they do not.
   json k_tokens = fp8;
@@ -288,13 +294,15 @@ TEST(Config, Sm90Fp8RulesNameWhatTheFamilyLacks) {
   json odd_bn = fp8;
   odd_bn["tuning"]["BN"] = 80;
   EXPECT_TRUE(has_issue(issues_of(odd_bn), "tuning.BN"));
-  for (json* c : {&d64, &k_tokens_rope}) {
+  for (json* c : {&d96, &unmeasured, &k_tokens_rope}) {
     c->erase("tuning");
     EXPECT_TRUE(issues_of(*c).empty()) << first_message(*c);  // auto: the sm80 family
     EXPECT_EQ(resolve(parse_config(*c)).tuning.family, Family::sm80);
   }
-  fp8.erase("tuning");
-  EXPECT_EQ(resolve(parse_config(fp8)).tuning.family, Family::sm90);
+  for (json* c : {&fp8, &d64}) {
+    c->erase("tuning");
+    EXPECT_EQ(resolve(parse_config(*c)).tuning.family, Family::sm90);
+  }
 }
 
 // tuning.exp2_fma_every: the sm90 family's, 0 to 8; the other families name it as not theirs;

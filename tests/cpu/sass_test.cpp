@@ -67,13 +67,14 @@ TEST_F(Sass, Sm90KernelsIssueHgmmaTmaAndRegisterHandOver) {
 // fp8 sm90 kernels run both GEMMs on the fp8 tensor-core path (QGMMA, k32): Q·Kᵀ at N = BN and
 // P·V at N = dv, the latter on the transposed V, which the producer's spare warps write with
 // transposing ldmatrix and stmatrix (LDSM.16.MT88, STSM), not 8-byte shared loads; no HGMMA or HMMA.
+// Head dims in 128-byte panels (128, 256) and in 64-byte ones (64; qk 192).
 TEST_F(Sass, Sm90Fp8KernelsIssueQgmma) {
   for (DType dtype : {DType::e4m3, DType::e5m2})
-    for (int d : {128, 256}) {
+    for (auto [qk, d] : {std::pair{128, 128}, std::pair{256, 256}, std::pair{64, 64}, std::pair{192, 128}}) {
       Config c;
       c.arch = "sm_90a";
       c.dtype.qkv = dtype;
-      c.head_dim = {d, d, 0};
+      c.head_dim = {qk, d, 0};
       c.mask = Mask::causal;
       const Config r = resolve(c);
       ASSERT_EQ(*r.tuning.family, Family::sm90);

@@ -136,8 +136,8 @@ INSTANTIATE_TEST_SUITE_P(Fp8, Fp8Matrix, ::testing::ValuesIn(fp8_cases()),
                          [](const ::testing::TestParamInfo<Fp8Case>& info) { return std::string(info.param.label); });
 
 // The sm90 family's fp8 kernels (QGMMA for both GEMMs, V transposed in shared memory, P in fp8):
-// every scale granularity it takes, both fp8 types, d128 and d256, tiles of whole and partial
-// 128-key Vt panels, masks, GQA, ragged batches, LSE.
+// every scale granularity it takes, both fp8 types, d64, d128, qk 192 and d256 (rows of 64- and
+// 128-byte panels), tiles of whole and partial 128-key Vt panels, masks, GQA, ragged batches, LSE.
 const std::vector<Fp8Case>& sm90_fp8_cases() {
   constexpr Family F = Family::sm90;
   static const std::vector<Fp8Case> cases = {
@@ -168,6 +168,22 @@ const std::vector<Fp8Case>& sm90_fp8_cases() {
                               G::per_head, DType::fp32, 128, 128, 0, {}, Mask::causal, 2, true, F}),
       scales_in_cache(Fp8Case{"sm90_e4m3_per_token_k_in_cache_d256", DType::e4m3, G::per_token, G::per_token,
                               G::none, DType::bf16, 256, 256, 0, {}, Mask::none, 1, false, F}),
+      // 64-byte panels (64-byte swizzle): d64 on its default three consumers and on two with
+      // BN 256, and qk 192 (three panels) beside v 128.
+      {"sm90_e4m3_d64_per_tensor_g4", DType::e4m3, G::per_tensor, G::per_tensor, G::per_tensor, {}, 64, 64, 0, {},
+       Mask::none, 4, false, F},
+      {"sm90_e4m3_d64_per_token_q_causal_varlen", DType::e4m3, G::per_token, G::per_head, G::per_head, DType::fp32, 64,
+       64, 0, {}, Mask::causal, 2, true, F},
+      {"sm90_e5m2_d64_bn256", DType::e5m2, G::per_head, G::per_head, G::none, {}, 64, 64, 0, {}, Mask::causal, 1, false,
+       F, 256},
+      {"sm90_e4m3_d64_per_token_k_window", DType::e4m3, G::none, G::per_token, G::per_tensor, DType::bf16, 64, 64, 0,
+       {}, Mask::sliding_window, 2, false, F},
+      scales_in_cache(Fp8Case{"sm90_e4m3_d64_per_token_k_in_cache_varlen", DType::e4m3, G::per_token, G::per_token,
+                              G::per_head, DType::fp32, 64, 64, 0, {}, Mask::none, 4, true, F}),
+      {"sm90_e4m3_qk192_v128_per_tensor_causal_g2", DType::e4m3, G::per_tensor, G::per_tensor, G::per_tensor, {}, 192,
+       128, 0, {}, Mask::causal, 2, false, F},
+      {"sm90_e4m3_qk192_v128_per_token_k_varlen", DType::e4m3, G::per_tensor, G::per_token, G::per_head, DType::fp32,
+       192, 128, 0, {}, Mask::none, 1, true, F},
       // MLA prefill: fp8 nope columns beside a bf16 rope part (its k-steps bf16 wgmma into the same
       // accumulator, Q's rope columns divided by the row's scales), per-token and per-tensor Q.
       {"sm90_mla_e4m3_nope_bf16_rope_per_token_q_varlen", DType::e4m3, G::per_token, G::per_head, G::per_tensor,
