@@ -240,13 +240,18 @@ TEST(Resolve, Sm90TilesFollowTheLengthHint) {
 // keys and BN 192 on two beyond, causal BN 192 from 8k; d256 BN 96 (fp8's register table) from
 // 1k keys, 64 at 512 and with a sliding window; a pinned BN keeps two stages.
 TEST(Resolve, Sm90Fp8TilesFollowTheLengthHint) {
-  struct Case { int d; Mask mask; int seqlen; int BN, stages; };
+  struct Case { int d; Mask mask; int seqlen; int BN, stages, BM = 128; };
   const Case cases[] = {
       {128, Mask::none, 512, 128, 3},     {128, Mask::none, 8192, 128, 3},    {128, Mask::none, 16384, 192, 2},
       {128, Mask::none, 0, 192, 2},       {128, Mask::causal, 4096, 128, 2},  {128, Mask::causal, 8192, 192, 2},
       {128, Mask::sliding_window, 16384, 128, 2},                             {256, Mask::none, 512, 64, 2},
       {256, Mask::none, 1024, 96, 2},     {256, Mask::causal, 16384, 96, 2},  {256, Mask::none, 0, 96, 2},
       {256, Mask::sliding_window, 16384, 64, 2},
+      // d64: three consumers without a mask at every length (BN 128, their register limit) and
+      // causal from 2k; two below (causal on three stages).
+      {64, Mask::none, 512, 128, 3, 192}, {64, Mask::none, 16384, 128, 2, 192}, {64, Mask::none, 0, 128, 2, 192},
+      {64, Mask::causal, 1024, 128, 3},   {64, Mask::causal, 2048, 128, 2, 192},
+      {64, Mask::sliding_window, 4096, 128, 2},
   };
   for (const Case& k : cases) {
     Config c = make("sm_90a", k.d, k.mask);
@@ -255,7 +260,7 @@ TEST(Resolve, Sm90Fp8TilesFollowTheLengthHint) {
     if (k.seqlen) c.tuning.seqlen_hint = k.seqlen;
     const Config r = resolve(c);
     const std::string what = "d" + std::to_string(k.d) + " " + to_string(k.mask) + " " + std::to_string(k.seqlen);
-    EXPECT_EQ(*r.tuning.BM, 128) << what;
+    EXPECT_EQ(*r.tuning.BM, k.BM) << what;
     EXPECT_EQ(*r.tuning.BN, k.BN) << what;
     EXPECT_EQ(*r.tuning.num_kv_stages, k.stages) << what;
   }
