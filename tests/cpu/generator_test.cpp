@@ -49,10 +49,10 @@ TEST(Generator, ReferenceComputesEveryProblem) {
     const KernelSource src = generate_reference(c);
     EXPECT_NE(src.unit.find("using ComputeElement"), std::string::npos);
   }
-  // The sm90 family takes fp8 at whole 128-byte panels; it names a head dim it cannot tile.
+  // The sm90 family takes fp8 rows of whole 64-byte panels; it names a head dim it cannot tile.
   fp8.tuning.family = Family::sm90;
   fp8.arch = "sm_90a";
-  fp8.head_dim = {64, 64, 0};
+  fp8.head_dim = {96, 96, 0};
   ASSERT_FALSE(check_config(fp8).empty());
   EXPECT_EQ(check_config(fp8)[0].path, "head_dim.qk");
 }
