@@ -48,10 +48,11 @@ INSTANTIATE_TEST_SUITE_P(Targets, ExampleCompiles, ::testing::Values("sm_80", "s
 
 // fp8 inputs with scales, and an fp8 nope part beside a bf16 rope part (MLA prefill), compile for
 // every target from sm_80 on, sm_89 (the first with fp8 tensor cores) included, without spills.
-// On sm_90a fp8_scaled.json (per-token Q and K scales) and fp8_sm90.json take the sm90 family;
-// mla_prefill_fp8.json (per-token K scales beside a rope part) runs on the sm80 family everywhere.
+// On sm_90a fp8_scaled.json (per-token Q and K scales), fp8_sm90.json and fp8_d64.json (64-byte
+// panels) take the sm90 family; mla_prefill_fp8.json (per-token K scales beside a rope part) runs
+// on the sm80 family everywhere.
 TEST(Fp8Examples, CompileForEveryTarget) {
-  for (const char* file : {"fp8_scaled.json", "mla_prefill_fp8.json", "fp8_sm90.json"})
+  for (const char* file : {"fp8_scaled.json", "mla_prefill_fp8.json", "fp8_sm90.json", "fp8_d64.json"})
     for (const char* arch : {"sm_80", "sm_89", "sm_90a", "sm_100a"}) {
       Config c = load_config_file(std::string(FLASHJIT_SOURCE_DIR) + "/examples/configs/" + file);
       c.arch = arch;
