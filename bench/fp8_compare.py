@@ -3,7 +3,7 @@
 and flashjit's own bf16, in one process, on the same GPU, point by point, each library timed the
 same way in two modes (decode_compare.py's: idle and sustained).
 
-  PYTHONPATH=build/python python3 bench/fp8_compare.py [--dims 128,256] [--seqlens 1k,4k,16k]
+  PYTHONPATH=build/python python3 bench/fp8_compare.py [--dims 64,128,256] [--seqlens 1k,4k,16k]
       [--masks none,causal] [--libraries flashjit-fp8,flashjit-fp8-token,cudnn-fp8,flashjit-bf16]
       [--modes idle,sustained] [--json FILE] [--markdown FILE]
 
@@ -183,7 +183,7 @@ def markdown(rows, args, env):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dims", default="128,256")
+    ap.add_argument("--dims", default="64,128,256")
     ap.add_argument("--seqlens", default="1k,4k,16k")
     ap.add_argument("--masks", default="none,causal")
     ap.add_argument("--libraries", default=",".join(LIBRARIES))
