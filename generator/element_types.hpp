@@ -30,10 +30,9 @@ struct ElementType {
 
 const ElementType& element_type(DType d);
 
-// Elements of this type per 128-byte row of a swizzled panel (64 for 16-bit, 128 for fp8).
-inline int panel_elements(DType d) { return 128 / element_type(d).bytes; }
-// Elements per panel row of a tile whose rows hold `columns` of this type: 128-byte panels, or
-// 64-byte ones where the row is no multiple of 128 bytes (common/swizzle_panels.cuh).
+// Elements per swizzled panel row of a tile whose rows hold `columns` of this type: a 128-byte
+// panel (64 16-bit, 128 fp8), or a 64-byte one where the row is no multiple of 128 bytes (fp8 rows
+// of 64 or 192 columns; common/swizzle_panels.cuh).
 int panel_elements(DType d, int columns);
 
 bool is_float8(DType d);

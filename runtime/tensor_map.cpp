@@ -1,6 +1,5 @@
 #include "runtime/tensor_map.hpp"
 
-#include "common/swizzle_panels.cuh"
 #include "generator/element_types.hpp"
 #include "runtime/driver.hpp"
 
@@ -20,7 +19,7 @@ namespace {
 TmaDescriptor encode_uncached(const TmaTensor& t, int box_rows, int box_panels) {
   const ElementType& type = element_type(t.dtype);
   const int64_t e = type.bytes;
-  const int64_t row_bytes = t.dim * e, panel_span = panel_bytes(int(row_bytes)), panel = panel_span / e;
+  const int64_t panel = panel_elements(t.dtype, int(t.dim)), panel_span = panel * e;  // elements, bytes
   cuuint64_t dims[5] = {cuuint64_t(panel), cuuint64_t(t.rows), cuuint64_t(t.dim / panel), cuuint64_t(t.heads),
                         cuuint64_t(t.batch)};
   // Byte strides of axes 1..4; a batch axis of extent 1 still needs a legal stride.

@@ -92,9 +92,8 @@ struct ForwardKernel {
   static constexpr bool kRopeBesideFp8 = DR > 0 && Traits::kBytes == 1;
   static_assert(DR % 64 == 0 && (DR == 0 || sizeof(RopeElement) == 2) && (DN * sizeof(Element)) % 64 == 0,
                 "nope rows of whole 64-byte panels and a 16-bit rope part of whole 128-byte panels");
-  // Where the rope part's panels start in a Q buffer and a K stage: after the nope part's, which
-  // beside a rope part are 128-byte panels (family_sm90.cpp), so as panel kRopeFirstPanel.
-  static constexpr u32 kQRopeOffset = BM * DN * sizeof(Element), kKRopeOffset = BN * DN * sizeof(Element);
+  // The rope part's first panel in a Q buffer and a K stage: after the nope part's, which beside
+  // a rope part are 128-byte panels (family_sm90.cpp).
   static constexpr int kRopeFirstPanel = DN * int(sizeof(Element)) / 128;
   static_assert(DR == 0 || kNopePanelBytes == 128, "beside a rope part, nope rows of 128-byte panels");
   static_assert(kRopeBesideFp8 || DR == 0 || SameType<RopeElement, Element>::value, "a 16-bit rope part in the inputs' type");
@@ -179,7 +178,7 @@ struct ForwardKernel {
         tma_load_5d(smem.q(qs), &p.tma_q, smem.barrier(Layout::kQFull + qs), 0, r.seq.q_start + r.m0, 0,
                     w.head, batch, policy_evict_first());
         if constexpr (kRopePanels > 0)
-          tma_load_5d(smem.q(qs) + kQRopeOffset, &p.tma_q_rope, smem.barrier(Layout::kQFull + qs), 0,
+          tma_load_5d(smem.q(qs) + kRopeFirstPanel * BM * 128, &p.tma_q_rope, smem.barrier(Layout::kQFull + qs), 0,
                       r.seq.q_start + r.m0, 0, w.head, batch, policy_evict_first());
       }
     }
@@ -201,7 +200,7 @@ struct ForwardKernel {
       if (loads_k) {
         load_kv(smem.k(kv.index), &p.tma_k, kpipe.full(kv.index), row, kv_head, batch, evict_last);
         if constexpr (kRopePanels > 0)
-          load_kv(smem.k(kv.index) + kKRopeOffset, &p.tma_k_rope, kpipe.full(kv.index), row, kv_head, batch,
+          load_kv(smem.k(kv.index) + kRopeFirstPanel * BN * 128, &p.tma_k_rope, kpipe.full(kv.index), row, kv_head, batch,
                   evict_last);
       }
       vpipe.producer_acquire(kv, kVBytes, leader);

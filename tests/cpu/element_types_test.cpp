@@ -19,8 +19,12 @@ TEST(ElementTypes, SizesNamesAndPanels) {
   EXPECT_EQ(element_type(DType::fp32).bytes, 4);
   EXPECT_STREQ(element_type(DType::e5m2).name, "e5m2");
   EXPECT_STREQ(element_type(DType::fp16).ptx, "f16");
-  EXPECT_EQ(panel_elements(DType::bf16), 64);
-  EXPECT_EQ(panel_elements(DType::e4m3), 128);
+  // Swizzled panels: 128 bytes where a row fills them, else 64 (fp8 rows of 64 or 192 columns).
+  EXPECT_EQ(panel_elements(DType::bf16, 64), 64);
+  EXPECT_EQ(panel_elements(DType::bf16, 192), 64);
+  EXPECT_EQ(panel_elements(DType::e4m3, 256), 128);
+  EXPECT_EQ(panel_elements(DType::e4m3, 64), 64);
+  EXPECT_EQ(panel_elements(DType::e5m2, 192), 64);
   // One tensor-core step covers 32 bytes of K whatever the type.
   for (DType d : {DType::bf16, DType::fp16, DType::e4m3, DType::e5m2})
     EXPECT_EQ(element_type(d).mma_k * element_type(d).bytes, 32) << to_string(d);
