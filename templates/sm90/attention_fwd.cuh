@@ -433,16 +433,22 @@ struct ForwardKernel {
       const AttentionMask<T::kMask> mask{r.seq.seqlen_q, r.seq.seqlen_k, p.window_left, p.window_right};
       const int warp_row0 = r.m0 + 64 * wg + 16 * warp;  // this warp's first row in the sequence
       const int kv_head = w.head / T::kGroup;
-      // Each row's softmax scale with the Q and K dequantisation scales folded in.
+      // Each row's softmax scale with the Q and K dequantisation scales folded in. The scales are
+      // loaded here and multiplied only once the tile's first S is ready, so a per-token Q
+      // scale's global load (a new address every tile) runs beside the Q and K waits and the
+      // first Q K^T instead of stalling the consumer before them.
       float row_scale[2];
       const float k_scale = kKeyScales ? 1.f : scales.k.at(w.batch, kv_head, 0, 0);  // per token: per column
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = warp_row0 + (lane >> 2) + 8 * h;
-        const float q_scale = T::kQScale != ScaleKind::kPerToken || row < r.seq.seqlen_q
-                                  ? scales.q.at(w.batch, w.head, r.seq.q_start, row) : 1.f;
-        row_scale[h] = p.softmax_scale_log2 * q_scale * k_scale;
+        row_scale[h] = T::kQScale != ScaleKind::kPerToken || row < r.seq.seqlen_q
+                           ? scales.q.at(w.batch, w.head, r.seq.q_start, row) : 1.f;
       }
+      const auto fold_scales = [&] {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) row_scale[h] *= p.softmax_scale_log2 * k_scale;
+      };
 
       float o[DV / 2];
 #pragma unroll
@@ -476,6 +482,7 @@ struct ForwardKernel {
         if (kReleaseQEarly && n == r.n_min) release_q(smem, qs);
         if (n >= r.n_unmasked_max || n < r.n_unmasked_min)
           Softmax::apply_mask(s, mask, warp_row0, n * BN);
+        fold_scales();
         softmax.update(s, row_scale, correction);
         Softmax::template pack_probabilities<Element>(s, pf);
 #pragma unroll
