@@ -75,7 +75,7 @@ struct ForwardKernel {
   // V's rows in the panels TMA lands them in: 128 bytes, or 64 for an fp8 dv of 64 or 192.
   static constexpr int kVPanelBytes = panel_bytes(DV * int(sizeof(Element)));
   using Transpose = VTranspose<T::kBlockN, T::kHeadDimV, kVPanelBytes>;
-  using Softmax = OnlineSoftmax<T::kBlockN, kTransposeV ? 8 : 0, T::kFmaExp2Every, T::kLazyRescale>;
+  using Softmax = OnlineSoftmax<T::kBlockN, kTransposeV ? 8 : 0, T::kFmaExp2Every, T::kLazyRescale, kTransposeV ? 4 : 1>;
   static constexpr int kPSteps = BN / Traits::kMmaK;  // K steps of P V; one u32[4] of P each
 
   // A rope part (T::kHeadDimRope, its own tensors q_rope and k_rope, 16-bit) lands in the panels

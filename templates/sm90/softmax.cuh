@@ -31,7 +31,10 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-template <int kBlockN, int kPOffset = 0, int kFmaExp2Every = 0, bool kLazy = false>
+// kFoldChains: how many independent chains fold a row's max and sum (row_reduce): 4 for fp8,
+// whose softmax is the longest stretch of a tile; 1 for 16-bit inputs, whose tiles at the
+// register limits of sm90_spill_limits.cpp spill with four.
+template <int kBlockN, int kPOffset = 0, int kFmaExp2Every = 0, bool kLazy = false, int kFoldChains = 1>
 struct OnlineSoftmax {
   static constexpr int kRegs = kBlockN / 2;
   static constexpr float kLazyLog2 = kPOffset > 0 ? 0.5f : 8.f;
@@ -71,8 +74,12 @@ struct OnlineSoftmax {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float m = neg_inf();
+      if constexpr (kFoldChains == 1) {
 #pragma unroll
-      for (int j = 0; j < kBlockN / 8; ++j) m = fmaxf(m, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+        for (int j = 0; j < kBlockN / 8; ++j) m = fmaxf(m, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      } else {
+        m = row_reduce(s, h, [](float a, float b) { return fmaxf(a, b); });
+      }
       m = quad_max(m) * scale_log2[h];
       // Lazy: only past the threshold (a row's first visible key always moves it).
       correction[h] = 1.f;
@@ -91,11 +98,35 @@ struct OnlineSoftmax {
       const float x = fmaf(s[i], scale_log2[(i & 2) ? 1 : 0], (i & 2) ? -m1 : -m0);
       s[i] = kFmaExp2Every > 0 && i % kFmaExp2Every == kFmaExp2Every - 1 ? exp2_fma(x) : exp2_approx(x);
     }
+    if constexpr (kFoldChains == 1) {
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+        sum[0] += s[4 * j] + s[4 * j + 1];
+        sum[1] += s[4 * j + 2] + s[4 * j + 3];
+      }
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) sum[h] += row_reduce(s, h, [](float a, float b) { return a + b; });
+    }
+  }
+
+  // Row h's share of this thread's scores folded with `op` in up to kFoldChains independent
+  // chains, so the fold is not one dependent chain of kBlockN / 4 instructions (ptxas keeps the
+  // source's order for fmaxf and float adds).
+  static constexpr int kChains = kBlockN / 8 < kFoldChains ? kBlockN / 8 : kFoldChains;
+  template <class Op>
+  __device__ __forceinline__ static float row_reduce(const float (&s)[kRegs], int h, Op op) {
+    float c[kChains];
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
-      sum[0] += s[4 * j] + s[4 * j + 1];
-      sum[1] += s[4 * j + 2] + s[4 * j + 3];
+      const float pair = op(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]);
+      c[j % kChains] = j < kChains ? pair : op(c[j % kChains], pair);
     }
+#pragma unroll
+    for (int w = 1; w < kChains; w *= 2)
+#pragma unroll
+      for (int k = 0; k + w < kChains; k += 2 * w) c[k] = op(c[k], c[k + w]);
+    return c[0];
   }
 
   // Probabilities as the A operand of the P.V wgmma, one u32[4] per wgmma K step.
