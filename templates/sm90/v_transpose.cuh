@@ -37,20 +37,25 @@ struct VTranspose {
   static_assert(kBlockN % 32 == 0, "keys come in 32-key wgmma steps");
   static_assert((kVPanel == 128 || kVPanel == 64) && kHeadDimV % kVPanel == 0, "V's columns fill its panels");
   static constexpr int kKeyBlocks = kBlockN / 16, kColumnBlocks = kHeadDimV / 32;
-  static constexpr int kUnits = kKeyBlocks * kColumnBlocks;
 
-  // Transposer thread t (0 .. 32 kVTransposerWarps - 1); its warp takes units w, w + 3, ...
-  // Offsets: v_transpose_map.cuh.
+  // Transposer thread t (0 .. 32 kVTransposerWarps - 1); its warp takes key blocks w, w + 3, ...
+  // and every column block of each, so a unit's addresses are its key block's plus immediates
+  // (v_transpose_map.cuh): an xor, the two matrix instructions and four prmt a unit. `v` and
+  // `vt` are 1024-byte aligned.
   __device__ __forceinline__ static void stage(u32 v, u32 vt, int t) {
     const VTransposeLane l = v_transpose_lane(t & 31, kVPanel);
 #pragma unroll 1
-    for (int u = t >> 5; u < kUnits; u += kVTransposerWarps) {
-      const int kb = u % kKeyBlocks, db = u / kKeyBlocks;
-      u32 x[4];
-      sm80::ldmatrix_x4_trans(x, v + v_transpose_load(l, kBlockN, kb, db, kVPanel));
-      stmatrix_x4(vt + v_transpose_store(l, kHeadDimV, kb, db), __byte_perm(x[0], x[1], l.select[0]),
-                  __byte_perm(x[0], x[1], l.select[1]), __byte_perm(x[2], x[3], l.select[0]),
-                  __byte_perm(x[2], x[3], l.select[1]));
+    for (int kb = t >> 5; kb < kKeyBlocks; kb += kVTransposerWarps) {
+      const u32 load = v + v_transpose_load_keys(l, kb, kVPanel);
+      const u32 store = vt + v_transpose_store_keys(l, kHeadDimV, kb);
+#pragma unroll
+      for (int db = 0; db < kColumnBlocks; ++db) {
+        u32 x[4];
+        sm80::ldmatrix_x4_trans(x, v_transpose_load_columns(load, kBlockN, db, kVPanel));
+        stmatrix_x4(store + v_transpose_store_columns(db), __byte_perm(x[0], x[1], l.select[0]),
+                    __byte_perm(x[0], x[1], l.select[1]), __byte_perm(x[2], x[3], l.select[0]),
+                    __byte_perm(x[2], x[3], l.select[1]));
+      }
     }
   }
 };

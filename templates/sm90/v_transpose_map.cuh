@@ -53,13 +53,28 @@ FLASHJIT_HOST_DEVICE constexpr VTransposeLane v_transpose_lane(int lane, int pan
 
 // Byte offsets of this lane's ldmatrix row in V and stmatrix row in Vt for unit (kb, db): keys
 // 16 kb .. +15, V columns 32 db .. +31 (V in panels of `panel` bytes, as v_transpose_lane's).
-FLASHJIT_HOST_DEVICE constexpr int v_transpose_load(const VTransposeLane& l, int block_n, int kb, int db, int panel) {
-  const int chunk = 2 * db + l.load_chunk, shift = panel == 128 ? 3 : 2;  // 8 or 4 chunks a panel
-  return l.load_row + (chunk >> shift) * (block_n * panel) + kb * (16 * panel) +
-         (((chunk & ((1 << shift) - 1)) ^ l.load_residue) << 4);
+// Each is a part for the unit's keys, fixed while a transposer walks the columns, and a part for
+// its columns that folds into an immediate: an xor inside the row's swizzle chunk bits, which a
+// keys part never sets beyond the lane's own chunk (its row and key block are whole chunks'
+// multiples, as is the 1024-byte aligned stage the kernel adds to it), and an add of whole
+// panels. The chunk is 2 db + load_chunk, so its bits are (2 db mod chunks) xor load_chunk.
+FLASHJIT_HOST_DEVICE constexpr int v_transpose_load_keys(const VTransposeLane& l, int kb, int panel) {
+  return l.load_row + kb * (16 * panel) + ((l.load_chunk ^ l.load_residue) << 4);
 }
+template <class Offset>
+FLASHJIT_HOST_DEVICE constexpr Offset v_transpose_load_columns(Offset keys, int block_n, int db, int panel) {
+  const int chunks = panel / 16;  // 8 or 4 a panel
+  return (keys ^ static_cast<Offset>(((2 * db) % chunks) << 4)) + static_cast<Offset>((2 * db / chunks) * (block_n * panel));
+}
+FLASHJIT_HOST_DEVICE constexpr int v_transpose_load(const VTransposeLane& l, int block_n, int kb, int db, int panel) {
+  return v_transpose_load_columns(v_transpose_load_keys(l, kb, panel), block_n, db, panel);
+}
+FLASHJIT_HOST_DEVICE constexpr int v_transpose_store_keys(const VTransposeLane& l, int head_dim_v, int kb) {
+  return l.store_row + (kb >> 3) * (head_dim_v * 128) + (((kb & 7) ^ l.store_residue) << 4);
+}
+FLASHJIT_HOST_DEVICE constexpr int v_transpose_store_columns(int db) { return db * (32 * 128); }
 FLASHJIT_HOST_DEVICE constexpr int v_transpose_store(const VTransposeLane& l, int head_dim_v, int kb, int db) {
-  return l.store_row + (kb >> 3) * (head_dim_v * 128) + db * (32 * 128) + (((kb & 7) ^ l.store_residue) << 4);
+  return v_transpose_store_keys(l, head_dim_v, kb) + v_transpose_store_columns(db);
 }
 
 }  // namespace flashjit::sm90

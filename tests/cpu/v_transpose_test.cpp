@@ -25,6 +25,9 @@ Word prmt(Word a, Word b, unsigned selector) {
   return d;
 }
 
+// Where a stage might start in shared memory (1024-byte aligned, as the swizzle requires).
+constexpr int kStageBase = 0x2c400;
+
 // The 16-byte chunk (bank group) of a row address inside a 128-byte line.
 int chunk_of(int offset) { return (offset >> 4) & 7; }
 
@@ -53,8 +56,13 @@ TEST_P(VTransposeMap, EveryVtByteHoldsItsPermutedKeyOnce) {
       std::array<int, 32> load, store;
       for (int l = 0; l < 32; ++l) {
         lane[l] = v_transpose_lane(l, g.panel);
-        load[l] = v_transpose_load(lane[l], g.block_n, kb, db, g.panel);
-        store[l] = v_transpose_store(lane[l], g.head_dim_v, kb, db);
+        // As the kernel adds them up: a stage's base (1024-byte aligned, as shared memory has
+        // it), the unit's key block, then its column block's immediates.
+        load[l] = v_transpose_load_columns(kStageBase + v_transpose_load_keys(lane[l], kb, g.panel), g.block_n, db,
+                                           g.panel) - kStageBase;
+        store[l] = kStageBase + v_transpose_store_keys(lane[l], g.head_dim_v, kb) + v_transpose_store_columns(db) -
+                   kStageBase;
+        EXPECT_EQ(load[l], v_transpose_load(lane[l], g.block_n, kb, db, g.panel));
       }
       for (int m = 0; m < 4; ++m) {  // each matrix's eight rows in eight bank groups
         std::set<int> in, out;
