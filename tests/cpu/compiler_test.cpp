@@ -200,7 +200,7 @@ TEST(PinnedTuning, ChosenFieldsCompileWithoutSpills) {
   const Config configs[] = {
       pinned("sm_90a", 128, 128, window, [](Tuning& t) { t.consumer_warpgroups = 3; }),
       pinned("sm_90a", 256, 128, causal, [](Tuning& t) { t.consumer_warpgroups = 3; }),
-      pinned("sm_90a", 192, 192, window, [](Tuning& t) { t.BM = 192; }),
+      pinned("sm_90a", 192, 192, causal, [](Tuning& t) { t.BM = 192; }),
       pinned("sm_90a", 64, 128, window, [](Tuning& t) { t.BM = 192; }),
       pinned("sm_90a", 256, 256, none, [](Tuning& t) { t.consumer_warpgroups = 1; }),
       pinned("sm_90a", 128, 128, none, [](Tuning& t) { t.consumer_warpgroups = 3; t.pair_cta = true; }),
@@ -227,6 +227,11 @@ TEST(PinnedTuning, ChosenFieldsCompileWithoutSpills) {
   EXPECT_EQ(issues[0].path, "tuning.BN");
   EXPECT_NE(issues[0].rule.find("spills registers"), std::string::npos) << issues[0].message();
   c = pinned("sm_90a", 128, 256, none, [](Tuning& t) { t.consumer_warpgroups = 3; });
+  issues = check_config(c);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].path, "tuning.consumer_warpgroups");
+  // Three consumers at 192/192 with a window spill even at BN 16 once ragged with the LSE.
+  c = pinned("sm_90a", 192, 192, window, [](Tuning& t) { t.BM = 192; });
   issues = check_config(c);
   ASSERT_EQ(issues.size(), 1u);
   EXPECT_EQ(issues[0].path, "tuning.consumer_warpgroups");
