@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,8 @@ struct Table {
   const char* name;
   bool fp8, pair;
 };
+
+void PrintTo(const Table& t, std::ostream* os) { *os << t.name; }
 
 std::vector<Config> tiles_at_the_limits(const Table& t) {
   std::vector<Config> out;
