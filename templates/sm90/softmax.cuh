@@ -33,7 +33,8 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 // kFoldChains: how many independent chains fold a row's max and sum (row_reduce): 4 for fp8,
 // whose softmax is the longest stretch of a tile; 1 for 16-bit inputs, whose tiles at the
-// register limits of sm90_spill_limits.cpp spill with four.
+// register limits of sm90_spill_limits.cpp spill with four. The one-chain fold keeps its own
+// loops, in the order the 16-bit kernels' register limits and timings were measured on.
 template <int kBlockN, int kPOffset = 0, int kFmaExp2Every = 0, bool kLazy = false, int kFoldChains = 1>
 struct OnlineSoftmax {
   static constexpr int kRegs = kBlockN / 2;

@@ -148,9 +148,10 @@ TEST(Sm90Fp8Defaults, CompileWithoutSpills) {
   }
 }
 
-// fp8 tiles are held to fp8's own register limits, not the 16-bit ones: d256 BN 96 on two
-// consumers and d128 causal BN 192 on two compile without spills or advisories (the 16-bit
-// limits allow 64 and 176), and the next step up is rejected naming BN and the limit.
+// fp8 tiles are held to fp8's own register limits, not the 16-bit ones: d256 BN 96 and d128
+// causal BN 192 are taken on two consumers (the 16-bit limits allow 64 and 176; that they compile
+// without spills is Tables/Sm90SpillLimits' to check), and the next step up is rejected naming BN
+// and the limit.
 TEST(Sm90Fp8Tiles, HeldToTheFp8RegisterLimits) {
   auto fp8 = [](int d, Mask mask, int bn) {
     Config c;
@@ -167,11 +168,7 @@ TEST(Sm90Fp8Tiles, HeldToTheFp8RegisterLimits) {
   for (const Config& c : {fp8(256, Mask::none, 96), fp8(256, Mask::causal, 96), fp8(128, Mask::causal, 192)}) {
     ASSERT_TRUE(check_config(c).empty()) << check_config(c)[0].message();
     const Config r = resolve(c);
-    const std::string what = canonical_json(r);
-    EXPECT_EQ(*r.tuning.consumer_warpgroups, 2) << what;
-    const CompiledKernel k = compile(generate(r));
-    EXPECT_EQ(k.report.spill_stores, 0) << what << "\n" << k.log;
-    EXPECT_EQ(k.log.find("C75"), std::string::npos) << what << "\n" << k.log;
+    EXPECT_EQ(*r.tuning.consumer_warpgroups, 2) << canonical_json(r);
   }
   Config over = fp8(256, Mask::none, 128);
   over.tuning.consumer_warpgroups = 2;
