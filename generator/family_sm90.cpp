@@ -304,6 +304,8 @@ class Sm90Family final : public KernelFamily {
     s.launch.cluster_m = *t.pair_cta ? 2 : 1;
     s.launch.lpt_l2_bytes = lpt_l2_bytes(c, *t.scheduler);
     std::vector<int> widths = {*t.BN, c.head_dim.v};
+    // fp8 P V over Vt's rows of ones: 8 more columns, the row sums (smem_regions.cuh).
+    if (fp8 && sm90::vt_sums_rows(c.head_dim.v)) widths.push_back(c.head_dim.v + sm90::kVtSumRows);
     s.unit = emit::unit_header(s.name, c) +
              emit::traits_struct(
                  c, {{"kBlockM", std::to_string(*t.BM)},

@@ -75,7 +75,14 @@ struct ForwardKernel {
   // V's rows in the panels TMA lands them in: 128 bytes, or 64 for an fp8 dv of 64 or 192.
   static constexpr int kVPanelBytes = panel_bytes(DV * int(sizeof(Element)));
   using Transpose = VTranspose<T::kBlockN, T::kHeadDimV, kVPanelBytes>;
-  using Softmax = OnlineSoftmax<T::kBlockN, kTransposeV ? 8 : 0, T::kFmaExp2Every, T::kLazyRescale, kTransposeV ? 4 : 1>;
+  // fp8 with dv + 8 <= 256: P V is 8 columns wider, over Vt's rows of ones (smem_regions.cuh), and
+  // those columns of O are the tile's row sums. The consumers take them into the fp32 running sums
+  // and clear them every tile: the fp8 tensor cores' accumulation loses a long sum of positive
+  // terms (relative error 0.3 at 16k keys, 2 at 128k, when they were left to run), not a tile's.
+  static constexpr bool kSumsInO = kTransposeV && vt_sums_rows(DV);
+  static constexpr int kOCols = kSumsInO ? DV + kVtSumRows : DV;
+  using Softmax = OnlineSoftmax<T::kBlockN, kTransposeV ? 8 : 0, T::kFmaExp2Every, T::kLazyRescale, kTransposeV ? 4 : 1,
+                                kSumsInO>;
   static constexpr int kPSteps = BN / Traits::kMmaK;  // K steps of P V; one u32[4] of P each
 
   // A rope part (T::kHeadDimRope, its own tensors q_rope and k_rope, 16-bit) lands in the panels
@@ -283,6 +290,8 @@ struct ForwardKernel {
       // Read by lane 0, the lane that frees the stage below.
       if (warp_read_shared(smem.v_closing_flag(st.index)) != 0) break;  // the producer's closing fill
       mbar_wait(smem.barrier(Layout::kVtEmpty + st.index), st.phase ^ 1);
+      if (st.index == 0 && st.phase == 0)  // once, before the first stage's fence and arrival
+        Transpose::fill_sum_rows(smem.vt(0), smem.vt(1) - smem.vt(0), kStages, t, pack4<Element>(1.f, 1.f, 1.f, 1.f));
       Transpose::stage(smem.v(st.index), smem.vt(st.index), t);
       fence_proxy_async_shared();  // Vt is read by wgmma, through the async proxy
       __syncwarp();
@@ -352,18 +361,27 @@ struct ForwardKernel {
   // O += P V. 16-bit: V is MN-major, kMmaK key rows (that many 128-byte rows of a panel) per
   // step, panels BN*128 apart. fp8: Vt is K-major like K, 32 keys (bytes) of a 128-key panel
   // row per step, panels DV*128 apart.
-  __device__ __forceinline__ static void issue_pv(float (&o)[DV / 2], const u32 (&pf)[kPSteps][4],
+  __device__ __forceinline__ static void issue_pv(float (&o)[kOCols / 2], const u32 (&pf)[kPSteps][4],
                                                   const Layout& smem, int stage) {
 #pragma unroll
     for (int kk = 0; kk < kPSteps; ++kk) {
       if constexpr (kTransposeV) {
-        const u32 vt = smem.vt(stage) + (kk / 4) * (DV * 128) + (kk % 4) * 32;
-        Wgmma<Element, DV>::rs(o, pf[kk], k_major_desc<128>(vt), 1);
+        const u32 vt = smem.vt(stage) + (kk / 4) * (vt_rows(DV) * 128) + (kk % 4) * 32;
+        Wgmma<Element, kOCols>::rs(o, pf[kk], k_major_desc<128>(vt), 1);
       } else {
         const u32 v = smem.v(stage) + kk * (Traits::kMmaK * 128);
         Wgmma<Element, DV>::rs(o, pf[kk], make_desc(v, BN * 128, 1024), 1);
       }
     }
+  }
+
+  // The last P V's row sums (O's columns DV.., rows r0 and r0 + 8, each lane of a quad holding
+  // them whole) into the running sums, scaled as O is about to be, and cleared for the next tile.
+  __device__ __forceinline__ static void take_tile_sums(float (&o)[kOCols / 2], Softmax& softmax,
+                                                        const float (&correction)[2]) {
+    softmax.add_tile_sums(o[DV / 2], o[DV / 2 + 2], correction);
+#pragma unroll
+    for (int i = DV / 2; i < kOCols / 2; ++i) o[i] = 0.f;
   }
 
   __device__ __forceinline__ static void ping_sync(int wg) {
@@ -450,9 +468,9 @@ struct ForwardKernel {
         for (int h = 0; h < 2; ++h) row_scale[h] *= p.softmax_scale_log2 * k_scale;
       };
 
-      float o[DV / 2];
+      float o[kOCols / 2];
 #pragma unroll
-      for (int i = 0; i < DV / 2; ++i) o[i] = 0.f;
+      for (int i = 0; i < kOCols / 2; ++i) o[i] = 0.f;
       Softmax softmax;
       softmax.init();
       const int qs = q_stage(tiles);
@@ -511,6 +529,7 @@ struct ForwardKernel {
           softmax.update(s, row_scale, correction);
           wgmma_wait<0>();
           fence_operand(o);
+          if constexpr (kSumsInO) take_tile_sums(o, softmax, correction);
 #pragma unroll
           for (int kk = 0; kk < kPSteps; ++kk) fence_operand(pf[kk]);
           vpipe.consumer_release(v_read);
@@ -534,6 +553,7 @@ struct ForwardKernel {
         ping_arrive(wg);
         wgmma_wait<0>();
         fence_operand(o);
+        if constexpr (kSumsInO) take_tile_sums(o, softmax, {1.f, 1.f});
 #pragma unroll
         for (int kk = 0; kk < kPSteps; ++kk) fence_operand(pf[kk]);
         vpipe.consumer_release(v_read);
@@ -545,7 +565,7 @@ struct ForwardKernel {
       const float v_scale = scales.v.at(w.batch, kv_head, 0, 0);
       const float inv[2] = {softmax.inv_sum(0) * v_scale, softmax.inv_sum(1) * v_scale};
       rescale_rows(o, inv);
-      store_o(o, p, smem, w, r, wg, o_pending);
+      store_o(reinterpret_cast<const float(&)[DV / 2]>(o), p, smem, w, r, wg, o_pending);
       if (T::kWriteLse && p.lse != nullptr && (lane & 3) == 0) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {

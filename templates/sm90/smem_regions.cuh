@@ -7,8 +7,9 @@
 //         (a rope part in its own tensors fills the panels after the nope part's, in its own
 //         16-bit type beside fp8 nope columns: rows of nope x element bytes + rope x 2)
 //   V     stages x BN x dv
-//   Vt    stages x dv x BN (fp8 only: V transposed to K-major, the only B layout 8-bit wgmma
-//         reads; keys in 128-byte panels, the last one partly used when BN is no multiple of 128)
+//   Vt    stages x vt_rows(dv) x BN (fp8 only: V transposed to K-major, the only B layout 8-bit
+//         wgmma reads; keys in 128-byte panels, the last one partly used when BN is no multiple
+//         of 128; after V's dv rows, 8 rows of ones where wgmma's N has room, below)
 //   O     o_slabs x 64 x dv of the output type, the sources of the consumers' TMA stores
 //   Ks    stages x BN fp32: per-token K scales of each K stage's keys (scales.k per_token; the
 //         seeds' k_scale region), written by the producer warp beside the stage's TMA
@@ -39,6 +40,15 @@ struct SmemRegions {
 inline constexpr int kSmemTileAlign = 1024;
 inline constexpr int kSmemBarrierBytes = 1024;
 
+// Vt's rows per 128-key panel: V's dv columns, then kVtSumRows rows of ones where P V's wgmma
+// can be that much wider (dv + 8 <= 256): its extra columns of O are then each row's sum of the
+// tile's probabilities as P V quantised them, so the consumers add no row sums themselves.
+inline constexpr int kVtSumRows = 8;
+FLASHJIT_HOST_DEVICE constexpr bool vt_sums_rows(int head_dim_v) { return head_dim_v + kVtSumRows <= 256; }
+FLASHJIT_HOST_DEVICE constexpr int vt_rows(int head_dim_v) {
+  return head_dim_v + (vt_sums_rows(head_dim_v) ? kVtSumRows : 0);
+}
+
 FLASHJIT_HOST_DEVICE constexpr int smem_align(int bytes) {
   return (bytes + kSmemTileAlign - 1) / kSmemTileAlign * kSmemTileAlign;
 }
@@ -50,7 +60,7 @@ FLASHJIT_HOST_DEVICE constexpr SmemRegions smem_regions(SmemShape s) {
   r.k_stage_bytes = smem_align(s.block_n * qk_row_bytes);
   r.v_stage_bytes = smem_align(s.block_n * s.head_dim_v * s.element_bytes);
   const int key_panels = (s.block_n * s.element_bytes + 127) / 128;
-  r.vt_stage_bytes = s.transpose_v ? smem_align(key_panels * s.head_dim_v * 128) : 0;
+  r.vt_stage_bytes = s.transpose_v ? smem_align(key_panels * vt_rows(s.head_dim_v) * 128) : 0;
   r.o_slab_bytes = 64 * s.head_dim_v * s.out_bytes;
   r.q_offset = 0;
   r.k_offset = r.q_offset + s.q_stages * r.q_stage_bytes;

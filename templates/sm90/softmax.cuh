@@ -35,7 +35,10 @@ __device__ __forceinline__ float quad_sum(float v) {
 // whose softmax is the longest stretch of a tile; 1 for 16-bit inputs, whose tiles at the
 // register limits of sm90_spill_limits.cpp spill with four. The one-chain fold keeps its own
 // loops, in the order the 16-bit kernels' register limits and timings were measured on.
-template <int kBlockN, int kPOffset = 0, int kFmaExp2Every = 0, bool kLazy = false, int kFoldChains = 1>
+// kSumsInO: P V adds each tile's row sums (fp8 over Vt's rows of ones, attention_fwd.cuh);
+// update() leaves them out and add_tile_sums() takes them in.
+template <int kBlockN, int kPOffset = 0, int kFmaExp2Every = 0, bool kLazy = false, int kFoldChains = 1,
+          bool kSumsInO = false>
 struct OnlineSoftmax {
   static constexpr int kRegs = kBlockN / 2;
   static constexpr float kLazyLog2 = kPOffset > 0 ? 0.5f : 8.f;
@@ -99,6 +102,7 @@ struct OnlineSoftmax {
       const float x = fmaf(s[i], scale_log2[(i & 2) ? 1 : 0], (i & 2) ? -m1 : -m0);
       s[i] = kFmaExp2Every > 0 && i % kFmaExp2Every == kFmaExp2Every - 1 ? exp2_fma(x) : exp2_approx(x);
     }
+    if constexpr (kSumsInO) return;  // P V adds them (add_tile_sums)
     if constexpr (kFoldChains == 1) {
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j) {
@@ -156,10 +160,19 @@ struct OnlineSoftmax {
     }
   }
 
-  // Row sums over the quad; call once after the last tile.
+  // A tile's whole row sums from P V (kSumsInO), relative to its max: scaled by the correction
+  // this update gave, as O is.
+  __device__ __forceinline__ void add_tile_sums(float row0, float row8, const float (&correction)[2]) {
+    sum[0] = fmaf(row0, correction[0], sum[0]);
+    sum[1] = fmaf(row8, correction[1], sum[1]);
+  }
+  // Row sums over the quad (each lane's share; with kSumsInO each lane has them whole already);
+  // call once after the last tile.
   __device__ __forceinline__ void finalize() {
-    sum[0] = quad_sum(sum[0]);
-    sum[1] = quad_sum(sum[1]);
+    if constexpr (!kSumsInO) {
+      sum[0] = quad_sum(sum[0]);
+      sum[1] = quad_sum(sum[1]);
+    }
   }
   // Natural-log LSE of row h (after finalize).
   __device__ __forceinline__ float lse(int h) const {

@@ -38,6 +38,21 @@ struct VTranspose {
   static_assert((kVPanel == 128 || kVPanel == 64) && kHeadDimV % kVPanel == 0, "V's columns fill its panels");
   static constexpr int kKeyBlocks = kBlockN / 16, kColumnBlocks = kHeadDimV / 32;
 
+  // Writes the ones rows after V's in every key panel of `stages` Vt stages (smem_regions.cuh's
+  // vt_rows), once: the transposers never write there. `one4`: four ones of the element type.
+  // Their first stage's proxy fence and arrival publish them with it.
+  __device__ __forceinline__ static void fill_sum_rows(u32 vt, int stage_bytes, int stages, int t, u32 one4) {
+    if constexpr (vt_sums_rows(kHeadDimV)) {
+      constexpr int kPanels = (kBlockN + 127) / 128, kChunks = kVtSumRows * 128 / 16;
+#pragma unroll 1
+      for (int i = t; i < stages * kPanels * kChunks; i += 32 * kVTransposerWarps) {
+        const int chunk = i % kChunks, panel = i / kChunks % kPanels, stage = i / (kChunks * kPanels);
+        const u32 at = vt + stage * stage_bytes + panel * (vt_rows(kHeadDimV) * 128) + kHeadDimV * 128 + chunk * 16;
+        asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(at), "r"(one4) : "memory");
+      }
+    }
+  }
+
   // Transposer thread t (0 .. 32 kVTransposerWarps - 1); its warp takes key blocks w, w + 3, ...
   // and every column block of each, so a unit's addresses are its key block's plus immediates
   // (v_transpose_map.cuh): an xor, the two matrix instructions and four prmt a unit. `v` and

@@ -7,6 +7,7 @@
 
 #include "common/host_device.cuh"
 #include "common/swizzle_panels.cuh"
+#include "sm90/smem_regions.cuh"
 
 namespace flashjit::sm90 {
 
@@ -23,10 +24,10 @@ FLASHJIT_HOST_DEVICE constexpr int v_stage_offset(int block_n, int key, int col,
   return (col / panel) * (block_n * panel) + key * panel + (swizzled_chunk(panel, key, (col % panel) >> 4) << 4) +
          (col & 15);
 }
-// Byte offset of Vt element (col, fragment key h): [h / 128][head_dim_v][128 bytes], the chunk
-// c of column col's row at c ^ (col % 8).
+// Byte offset of Vt element (col, fragment key h): [h / 128][vt_rows(head_dim_v)][128 bytes],
+// the chunk c of column col's row at c ^ (col % 8).
 FLASHJIT_HOST_DEVICE constexpr int vt_stage_offset(int head_dim_v, int col, int h) {
-  return (h >> 7) * (head_dim_v * 128) + col * 128 + ((((h & 127) >> 4) ^ (col & 7)) << 4) + (h & 15);
+  return (h >> 7) * (vt_rows(head_dim_v) * 128) + col * 128 + ((((h & 127) >> 4) ^ (col & 7)) << 4) + (h & 15);
 }
 
 // One lane's share of every unit.
@@ -70,7 +71,7 @@ FLASHJIT_HOST_DEVICE constexpr int v_transpose_load(const VTransposeLane& l, int
   return v_transpose_load_columns(v_transpose_load_keys(l, kb, panel), block_n, db, panel);
 }
 FLASHJIT_HOST_DEVICE constexpr int v_transpose_store_keys(const VTransposeLane& l, int head_dim_v, int kb) {
-  return l.store_row + (kb >> 3) * (head_dim_v * 128) + (((kb & 7) ^ l.store_residue) << 4);
+  return l.store_row + (kb >> 3) * (vt_rows(head_dim_v) * 128) + (((kb & 7) ^ l.store_residue) << 4);
 }
 FLASHJIT_HOST_DEVICE constexpr int v_transpose_store_columns(int db) { return db * (32 * 128); }
 FLASHJIT_HOST_DEVICE constexpr int v_transpose_store(const VTransposeLane& l, int head_dim_v, int kb, int db) {

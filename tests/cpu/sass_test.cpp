@@ -65,12 +65,16 @@ TEST_F(Sass, Sm90KernelsIssueHgmmaTmaAndRegisterHandOver) {
 }
 
 // fp8 sm90 kernels run both GEMMs on the fp8 tensor-core path (QGMMA, k32): Q·Kᵀ at N = BN and
-// P·V at N = dv, the latter on the transposed V, which the producer's spare warps write with
-// transposing ldmatrix and stmatrix (LDSM.16.MT88, STSM), not 8-byte shared loads; no HGMMA or HMMA.
-// Head dims in 128-byte panels (128, 256) and in 64-byte ones (64; qk 192).
+// P·V on the transposed V, which the producer's spare warps write with transposing ldmatrix and
+// stmatrix (LDSM.16.MT88, STSM), not 8-byte shared loads; no HGMMA or HMMA. P·V is 8 columns wider
+// than dv (the row sums, over Vt's rows of ones) where N stays within 256. Head dims in 128-byte
+// panels (128, 256) and in 64-byte ones (64; qk 192).
 TEST_F(Sass, Sm90Fp8KernelsIssueQgmma) {
+  struct Dims {
+    int qk, v, pv_n;
+  };
   for (DType dtype : {DType::e4m3, DType::e5m2})
-    for (auto [qk, d] : {std::pair{128, 128}, std::pair{256, 256}, std::pair{64, 64}, std::pair{192, 128}}) {
+    for (auto [qk, d, pv_n] : {Dims{128, 128, 136}, Dims{256, 256, 256}, Dims{64, 64, 72}, Dims{192, 128, 136}}) {
       Config c;
       c.arch = "sm_90a";
       c.dtype.qkv = dtype;
@@ -82,7 +86,7 @@ TEST_F(Sass, Sm90Fp8KernelsIssueQgmma) {
       const std::string what = canonical_json(r);
       const std::string type = dtype == DType::e4m3 ? "E4M3.E4M3" : "E5M2.E5M2";
       EXPECT_GT(count(sass, "QGMMA.64x" + std::to_string(*r.tuning.BN) + "x32.F32." + type), 0u) << "Q·Kᵀ in " << what;
-      EXPECT_GT(count(sass, "QGMMA.64x" + std::to_string(d) + "x32.F32." + type), 0u) << "P·V in " << what;
+      EXPECT_GT(count(sass, "QGMMA.64x" + std::to_string(pv_n) + "x32.F32." + type), 0u) << "P·V in " << what;
       EXPECT_EQ(count(sass, "HGMMA"), 0u) << what;
       EXPECT_EQ(count(sass, "HMMA."), 0u) << what;
       EXPECT_GT(count(sass, "UTMALDG"), 0u) << what;
@@ -106,7 +110,7 @@ TEST_F(Sass, Sm90Fp8NopeBesideBf16RopeIssuesBoth) {
   const std::string bn = std::to_string(*r.tuning.BN);
   EXPECT_GT(count(sass, "QGMMA.64x" + bn + "x32.F32.E4M3.E4M3"), 0u) << "Q·Kᵀ nope";
   EXPECT_GT(count(sass, "HGMMA.64x" + bn + "x16.F32.BF16"), 0u) << "Q·Kᵀ rope";
-  EXPECT_GT(count(sass, "QGMMA.64x128x32.F32.E4M3.E4M3"), 0u) << "P·V";
+  EXPECT_GT(count(sass, "QGMMA.64x136x32.F32.E4M3.E4M3"), 0u) << "P·V (v 128 and 8 row-sum columns)";
   EXPECT_EQ(count(sass, "HMMA."), 0u);
 }
 

@@ -41,7 +41,7 @@ class VTransposeMap : public ::testing::TestWithParam<Geometry> {};
 TEST_P(VTransposeMap, EveryVtByteHoldsItsPermutedKeyOnce) {
   const Geometry g = GetParam();
   const int v_bytes = g.head_dim_v * g.block_n;
-  const int vt_bytes = ((g.block_n + 127) / 128) * g.head_dim_v * 128;
+  const int vt_bytes = ((g.block_n + 127) / 128) * vt_rows(g.head_dim_v) * 128;
   // A V stage whose byte at (key, col) names both, so a misplaced byte cannot pass.
   std::vector<std::uint8_t> v(v_bytes);
   for (int key = 0; key < g.block_n; ++key)
@@ -106,6 +106,18 @@ TEST_P(VTransposeMap, EveryVtByteHoldsItsPermutedKeyOnce) {
       ASSERT_EQ(vt[at], v[v_stage_offset(g.block_n, permuted_key(h), col, g.panel)])
           << "Vt column " << col << ", fragment key " << h << " (V key " << permuted_key(h) << ")";
     }
+  // The rows of ones after V's columns (the row sums' columns of P V) are never overwritten.
+  for (int at = 0; at < vt_bytes; ++at)
+    if (at % (vt_rows(g.head_dim_v) * 128) >= g.head_dim_v * 128) ASSERT_EQ(writes[at], 0) << "Vt byte " << at;
+}
+
+// Vt keeps 8 rows of ones after V's columns where P V's wgmma may be 8 columns wider (N <= 256).
+TEST(VTransposeSumRows, WhereTheWgmmaHasRoom) {
+  EXPECT_EQ(vt_rows(64), 72);
+  EXPECT_EQ(vt_rows(128), 136);
+  EXPECT_EQ(vt_rows(192), 200);
+  EXPECT_EQ(vt_rows(256), 256);
+  EXPECT_EQ(vt_stage_offset(128, 0, 128), 136 * 128);  // the second key panel starts after the ones
 }
 
 // Block sizes the fp8 kernels take (BN a multiple of 32, up to 256; a last key panel partly
