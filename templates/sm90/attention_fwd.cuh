@@ -376,10 +376,11 @@ struct ForwardKernel {
   }
 
   // The last P V's row sums (O's columns DV.., rows r0 and r0 + 8, each lane of a quad holding
-  // them whole) into the running sums, scaled as O is about to be, and cleared for the next tile.
+  // them whole) into the running sums, scaled as O is about to be, unless softmax summed that
+  // tile itself (`summed`: a masked tile); cleared for the next tile either way.
   __device__ __forceinline__ static void take_tile_sums(float (&o)[kOCols / 2], Softmax& softmax,
-                                                        const float (&correction)[2]) {
-    softmax.add_tile_sums(o[DV / 2], o[DV / 2 + 2], correction);
+                                                        const float (&correction)[2], bool summed) {
+    if (!summed) softmax.add_tile_sums(o[DV / 2], o[DV / 2 + 2], correction);
 #pragma unroll
     for (int i = DV / 2; i < kOCols / 2; ++i) o[i] = 0.f;
   }
@@ -498,10 +499,11 @@ struct ForwardKernel {
         if constexpr (kKeyScales) scale_key_columns(s, smem.key_scales_generic(kv.index), lane & 3, 1.f);
         kpipe.consumer_release(kv);
         if (kReleaseQEarly && n == r.n_min) release_q(smem, qs);
-        if (n >= r.n_unmasked_max || n < r.n_unmasked_min)
-          Softmax::apply_mask(s, mask, warp_row0, n * BN);
+        bool masked = n >= r.n_unmasked_max || n < r.n_unmasked_min;
+        if (masked) Softmax::apply_mask(s, mask, warp_row0, n * BN);
         fold_scales();
-        softmax.update(s, row_scale, correction);
+        softmax.update(s, row_scale, correction, masked);
+        bool pv_summed = masked;  // the tile whose P the next P V takes
         Softmax::template pack_probabilities<Element>(s, pf);
 #pragma unroll
         for (int kk = 0; kk < kPSteps; ++kk) fence_operand(pf[kk]);
@@ -524,12 +526,13 @@ struct ForwardKernel {
           fence_operand(s);
           if constexpr (kKeyScales) scale_key_columns(s, smem.key_scales_generic(kv.index), lane & 3, 1.f);
           kpipe.consumer_release(kv);
-          if (n >= r.n_unmasked_max || n < r.n_unmasked_min)
-            Softmax::apply_mask(s, mask, warp_row0, n * BN);
-          softmax.update(s, row_scale, correction);
+          masked = n >= r.n_unmasked_max || n < r.n_unmasked_min;
+          if (masked) Softmax::apply_mask(s, mask, warp_row0, n * BN);
+          softmax.update(s, row_scale, correction, masked);
           wgmma_wait<0>();
           fence_operand(o);
-          if constexpr (kSumsInO) take_tile_sums(o, softmax, correction);
+          if constexpr (kSumsInO) take_tile_sums(o, softmax, correction, pv_summed);
+          pv_summed = masked;
 #pragma unroll
           for (int kk = 0; kk < kPSteps; ++kk) fence_operand(pf[kk]);
           vpipe.consumer_release(v_read);
@@ -553,7 +556,7 @@ struct ForwardKernel {
         ping_arrive(wg);
         wgmma_wait<0>();
         fence_operand(o);
-        if constexpr (kSumsInO) take_tile_sums(o, softmax, {1.f, 1.f});
+        if constexpr (kSumsInO) take_tile_sums(o, softmax, {1.f, 1.f}, pv_summed);
 #pragma unroll
         for (int kk = 0; kk < kPSteps; ++kk) fence_operand(pf[kk]);
         vpipe.consumer_release(v_read);

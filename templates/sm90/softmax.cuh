@@ -36,7 +36,8 @@ __device__ __forceinline__ float quad_sum(float v) {
 // register limits of sm90_spill_limits.cpp spill with four. The one-chain fold keeps its own
 // loops, in the order the 16-bit kernels' register limits and timings were measured on.
 // kSumsInO: P V adds each tile's row sums (fp8 over Vt's rows of ones, attention_fwd.cuh);
-// update() leaves them out and add_tile_sums() takes them in.
+// update() leaves them out and add_tile_sums() takes them in, except for the tiles it is told
+// to sum exactly (the masked ones: below).
 template <int kBlockN, int kPOffset = 0, int kFmaExp2Every = 0, bool kLazy = false, int kFoldChains = 1,
           bool kSumsInO = false>
 struct OnlineSoftmax {
@@ -74,7 +75,12 @@ struct OnlineSoftmax {
   // probabilities in place; returns the factor the old O must be scaled by. The fp32
   // probabilities are packed (pack_probabilities) only once the previous P.V has finished, so
   // the packed P of the previous tile and the new one are never live together.
-  __device__ __forceinline__ void update(float (&s)[kRegs], const float (&scale_log2)[2], float (&correction)[2]) {
+  // With kSumsInO, `exact` sums this tile's probabilities here, in fp32 (the caller then leaves
+  // out P V's sums of it): a row whose keys are few has them all in masked tiles (causal
+  // diagonals, windows' edges, a sequence's last keys), and P's fp8 rounding, which averages out
+  // over a tile of whole keys, moved such a row's LSE by up to 2e-2.
+  __device__ __forceinline__ void update(float (&s)[kRegs], const float (&scale_log2)[2], float (&correction)[2],
+                                         bool exact = false) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float m = neg_inf();
@@ -102,7 +108,12 @@ struct OnlineSoftmax {
       const float x = fmaf(s[i], scale_log2[(i & 2) ? 1 : 0], (i & 2) ? -m1 : -m0);
       s[i] = kFmaExp2Every > 0 && i % kFmaExp2Every == kFmaExp2Every - 1 ? exp2_fma(x) : exp2_approx(x);
     }
-    if constexpr (kSumsInO) return;  // P V adds them (add_tile_sums)
+    if constexpr (kSumsInO) {  // P V adds them (add_tile_sums), unless this tile is summed here
+      if (exact)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) sum[h] += quad_sum(row_reduce(s, h, [](float a, float b) { return a + b; }));
+      return;
+    }
     if constexpr (kFoldChains == 1) {
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j) {
