@@ -380,7 +380,7 @@ struct ForwardKernel {
   // tile itself (`summed`: a masked tile); cleared for the next tile either way.
   __device__ __forceinline__ static void take_tile_sums(float (&o)[kOCols / 2], Softmax& softmax,
                                                         const float (&correction)[2], bool summed) {
-    if (!summed) softmax.add_tile_sums(o[DV / 2], o[DV / 2 + 2], correction);
+    softmax.add_tile_sums(o[DV / 2], o[DV / 2 + 2], correction, summed ? 0.f : 1.f);
 #pragma unroll
     for (int i = DV / 2; i < kOCols / 2; ++i) o[i] = 0.f;
   }
@@ -499,7 +499,7 @@ struct ForwardKernel {
         if constexpr (kKeyScales) scale_key_columns(s, smem.key_scales_generic(kv.index), lane & 3, 1.f);
         kpipe.consumer_release(kv);
         if (kReleaseQEarly && n == r.n_min) release_q(smem, qs);
-        bool masked = n >= r.n_unmasked_max || n < r.n_unmasked_min;
+        const bool masked = n >= r.n_unmasked_max || n < r.n_unmasked_min;
         if (masked) Softmax::apply_mask(s, mask, warp_row0, n * BN);
         fold_scales();
         softmax.update(s, row_scale, correction, masked);
@@ -510,7 +510,10 @@ struct ForwardKernel {
         State v_read = kv;
         kv.advance();
 
-        for (n = r.n_max - 2; n >= r.n_min; --n) {
+        // One tile after the first. With kSumsInO it is inlined twice, masked and not, so that the
+        // unmasked tiles' code has no branch on it (masked tiles sum themselves in update(); a
+        // branch there cost the fp8 d128 kernel 13 %).
+        const auto next_tile = [&](int tile, bool masked) __attribute__((always_inline)) {
           // Both waits before the fence: a wait loop between the fence and a wgmma makes ptxas
           // insert another warpgroup.arrive (C7519/C7520) and serialise the two GEMMs.
           kpipe.consumer_wait(kv);
@@ -526,8 +529,7 @@ struct ForwardKernel {
           fence_operand(s);
           if constexpr (kKeyScales) scale_key_columns(s, smem.key_scales_generic(kv.index), lane & 3, 1.f);
           kpipe.consumer_release(kv);
-          masked = n >= r.n_unmasked_max || n < r.n_unmasked_min;
-          if (masked) Softmax::apply_mask(s, mask, warp_row0, n * BN);
+          if (masked) Softmax::apply_mask(s, mask, warp_row0, tile * BN);
           softmax.update(s, row_scale, correction, masked);
           wgmma_wait<0>();
           fence_operand(o);
@@ -536,7 +538,7 @@ struct ForwardKernel {
 #pragma unroll
           for (int kk = 0; kk < kPSteps; ++kk) fence_operand(pf[kk]);
           vpipe.consumer_release(v_read);
-          if (kReleaseQEarly && n == r.n_min) release_q(smem, qs);
+          if (kReleaseQEarly && tile == r.n_min) release_q(smem, qs);
           if (!T::kLazyRescale || rows_moved(correction)) rescale_rows(o, correction);
           Softmax::template pack_probabilities<Element>(s, pf);
           // Pin the new O and P before the next wgmma fence; otherwise the compiler sinks the
@@ -546,6 +548,17 @@ struct ForwardKernel {
           for (int kk = 0; kk < kPSteps; ++kk) fence_operand(pf[kk]);
           v_read = kv;
           kv.advance();
+        };
+        for (n = r.n_max - 2; n >= r.n_min; --n) {
+          const bool masked = n >= r.n_unmasked_max || n < r.n_unmasked_min;
+          if constexpr (kSumsInO) {
+            if (masked)
+              next_tile(n, true);
+            else
+              next_tile(n, false);
+          } else {
+            next_tile(n, masked);
+          }
         }
 
         vpipe.consumer_wait(v_read);

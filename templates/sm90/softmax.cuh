@@ -173,9 +173,10 @@ struct OnlineSoftmax {
 
   // A tile's whole row sums from P V (kSumsInO), relative to its max: scaled by the correction
   // this update gave, as O is.
-  __device__ __forceinline__ void add_tile_sums(float row0, float row8, const float (&correction)[2]) {
-    sum[0] = fmaf(row0, correction[0], sum[0]);
-    sum[1] = fmaf(row8, correction[1], sum[1]);
+  // `keep`: 1, or 0 for a tile update() summed itself.
+  __device__ __forceinline__ void add_tile_sums(float row0, float row8, const float (&correction)[2], float keep) {
+    sum[0] = fmaf(row0, correction[0] * keep, sum[0]);
+    sum[1] = fmaf(row8, correction[1] * keep, sum[1]);
   }
   // Row sums over the quad (each lane's share; with kSumsInO each lane has them whole already);
   // call once after the last tile.
