@@ -376,11 +376,11 @@ struct ForwardKernel {
   }
 
   // The last P V's row sums (O's columns DV.., rows r0 and r0 + 8, each lane of a quad holding
-  // them whole) into the running sums, scaled as O is about to be, unless softmax summed that
-  // tile itself (`summed`: a masked tile); cleared for the next tile either way.
-  __device__ __forceinline__ static void take_tile_sums(float (&o)[kOCols / 2], Softmax& softmax,
-                                                        const float (&correction)[2], bool summed) {
-    softmax.add_tile_sums(o[DV / 2], o[DV / 2 + 2], correction, summed ? 0.f : 1.f);
+  // them whole) into the quad's first lane's share of the running sums, before the next softmax
+  // update rescales them, unless softmax summed that tile itself (`summed`: a masked tile, every
+  // lane its share); cleared for the next tile either way.
+  __device__ __forceinline__ static void take_tile_sums(float (&o)[kOCols / 2], Softmax& softmax, bool summed) {
+    softmax.add_tile_sums(o[DV / 2], o[DV / 2 + 2], !summed && (threadIdx.x & 3) == 0 ? 1.f : 0.f);
 #pragma unroll
     for (int i = DV / 2; i < kOCols / 2; ++i) o[i] = 0.f;
   }
@@ -529,15 +529,24 @@ struct ForwardKernel {
           fence_operand(s);
           if constexpr (kKeyScales) scale_key_columns(s, smem.key_scales_generic(kv.index), lane & 3, 1.f);
           kpipe.consumer_release(kv);
+          // With kSumsInO, P V is waited for before the softmax, which adds its sums at the old max
+          // and frees V (and Vt) a softmax earlier. ptxas hoists that wait to there by itself when
+          // a branch on the mask precedes the softmax (and then releases K first, as here); the
+          // unmasked copy of this tile has no such branch, and left alone ptxas sank both
+          // releases past the softmax's max (13 % of the fp8 d128 kernel, 2026-12-06).
+          const auto finish_pv = [&] {
+            wgmma_wait<0>();
+            fence_operand(o);
+            if constexpr (kSumsInO) take_tile_sums(o, softmax, pv_summed);
+            pv_summed = masked;
+#pragma unroll
+            for (int kk = 0; kk < kPSteps; ++kk) fence_operand(pf[kk]);
+            vpipe.consumer_release(v_read);
+          };
+          if constexpr (kSumsInO) finish_pv();
           if (masked) Softmax::apply_mask(s, mask, warp_row0, tile * BN);
           softmax.update(s, row_scale, correction, masked);
-          wgmma_wait<0>();
-          fence_operand(o);
-          if constexpr (kSumsInO) take_tile_sums(o, softmax, correction, pv_summed);
-          pv_summed = masked;
-#pragma unroll
-          for (int kk = 0; kk < kPSteps; ++kk) fence_operand(pf[kk]);
-          vpipe.consumer_release(v_read);
+          if constexpr (!kSumsInO) finish_pv();
           if (kReleaseQEarly && tile == r.n_min) release_q(smem, qs);
           if (!T::kLazyRescale || rows_moved(correction)) rescale_rows(o, correction);
           Softmax::template pack_probabilities<Element>(s, pf);
@@ -569,7 +578,7 @@ struct ForwardKernel {
         ping_arrive(wg);
         wgmma_wait<0>();
         fence_operand(o);
-        if constexpr (kSumsInO) take_tile_sums(o, softmax, {1.f, 1.f}, pv_summed);
+        if constexpr (kSumsInO) take_tile_sums(o, softmax, pv_summed);
 #pragma unroll
         for (int kk = 0; kk < kPSteps; ++kk) fence_operand(pf[kk]);
         vpipe.consumer_release(v_read);

@@ -109,9 +109,12 @@ struct OnlineSoftmax {
       s[i] = kFmaExp2Every > 0 && i % kFmaExp2Every == kFmaExp2Every - 1 ? exp2_fma(x) : exp2_approx(x);
     }
     if constexpr (kSumsInO) {  // P V adds them (add_tile_sums), unless this tile is summed here
-      if (exact)
+      if (exact)  // this thread's share, as without kSumsInO; one chain a row, the fewest registers
 #pragma unroll
-        for (int h = 0; h < 2; ++h) sum[h] += quad_sum(row_reduce(s, h, [](float a, float b) { return a + b; }));
+        for (int j = 0; j < kBlockN / 8; ++j) {
+          sum[0] += s[4 * j] + s[4 * j + 1];
+          sum[1] += s[4 * j + 2] + s[4 * j + 3];
+        }
       return;
     }
     if constexpr (kFoldChains == 1) {
@@ -171,20 +174,19 @@ struct OnlineSoftmax {
     }
   }
 
-  // A tile's whole row sums from P V (kSumsInO), relative to its max: scaled by the correction
-  // this update gave, as O is.
-  // `keep`: 1, or 0 for a tile update() summed itself.
-  __device__ __forceinline__ void add_tile_sums(float row0, float row8, const float (&correction)[2], float keep) {
-    sum[0] = fmaf(row0, correction[0] * keep, sum[0]);
-    sum[1] = fmaf(row8, correction[1] * keep, sum[1]);
+  // A tile's whole row sums from P V (kSumsInO), relative to the running max, as the sums are:
+  // taken before the next update() rescales both. Every lane of a quad has them whole; the
+  // caller passes 1 on the quad's first lane (its share) and 0 elsewhere, and 0 everywhere for
+  // a tile update() summed itself.
+  __device__ __forceinline__ void add_tile_sums(float row0, float row8, float keep) {
+    sum[0] = fmaf(row0, keep, sum[0]);
+    sum[1] = fmaf(row8, keep, sum[1]);
   }
-  // Row sums over the quad (each lane's share; with kSumsInO each lane has them whole already);
-  // call once after the last tile.
+  // Row sums over the quad (each lane's share; with kSumsInO the first lane of the quad holds
+  // P V's sums, add_tile_sums); call once after the last tile.
   __device__ __forceinline__ void finalize() {
-    if constexpr (!kSumsInO) {
-      sum[0] = quad_sum(sum[0]);
-      sum[1] = quad_sum(sum[1]);
-    }
+    sum[0] = quad_sum(sum[0]);
+    sum[1] = quad_sum(sum[1]);
   }
   // Natural-log LSE of row h (after finalize).
   __device__ __forceinline__ float lse(int h) const {
