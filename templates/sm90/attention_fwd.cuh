@@ -529,11 +529,12 @@ struct ForwardKernel {
           fence_operand(s);
           if constexpr (kKeyScales) scale_key_columns(s, smem.key_scales_generic(kv.index), lane & 3, 1.f);
           kpipe.consumer_release(kv);
-          // With kSumsInO, P V is waited for before the softmax, which adds its sums at the old max
-          // and frees V (and Vt) a softmax earlier. ptxas hoists that wait to there by itself when
-          // a branch on the mask precedes the softmax (and then releases K first, as here); the
-          // unmasked copy of this tile has no such branch, and left alone ptxas sank both
-          // releases past the softmax's max (13 % of the fp8 d128 kernel, 2026-12-06).
+          // fp8: P V is waited for before the softmax, which frees Vt a softmax earlier for the
+          // transposers' next stage (and with kSumsInO adds P V's sums at the old max). ptxas
+          // hoisted that wait there by itself in some kernels (a branch on the mask before the
+          // softmax) and not in others (the d256 tiles; the unmasked copy of this tile, where it
+          // also sank K's release past the row max, and the d128 kernel ran 4-13 % slower).
+          // Sass.Sm90ConsumersReleaseStagesBeforeTheSoftmax holds the order.
           const auto finish_pv = [&] {
             wgmma_wait<0>();
             fence_operand(o);
@@ -543,10 +544,10 @@ struct ForwardKernel {
             for (int kk = 0; kk < kPSteps; ++kk) fence_operand(pf[kk]);
             vpipe.consumer_release(v_read);
           };
-          if constexpr (kSumsInO) finish_pv();
+          if constexpr (kTransposeV) finish_pv();
           if (masked) Softmax::apply_mask(s, mask, warp_row0, tile * BN);
           softmax.update(s, row_scale, correction, masked);
-          if constexpr (!kSumsInO) finish_pv();
+          if constexpr (!kTransposeV) finish_pv();
           if (kReleaseQEarly && tile == r.n_min) release_q(smem, qs);
           if (!T::kLazyRescale || rows_moved(correction)) rescale_rows(o, correction);
           Softmax::template pack_probabilities<Element>(s, pf);

@@ -3,6 +3,7 @@
 // consumers. The sm80 family, for contrast, issues HMMA and no HGMMA. Needs cuobjdump and nvdisasm
 // (the CUDA toolkit's, or the ones scripts/setup fetches); skips without them.
 #include "generator/config.hpp"
+#include "generator/element_types.hpp"
 #include "generator/generate.hpp"
 #include "generator/resolve.hpp"
 #include "runtime/compiler.hpp"
@@ -93,6 +94,45 @@ TEST_F(Sass, Sm90Fp8KernelsIssueQgmma) {
       EXPECT_GT(count(sass, "LDSM.16.MT88.4"), 0u) << "V's transpose in " << what;
       EXPECT_EQ(count(sass, "LDS.64"), 0u) << what;
     }
+}
+
+// Where ptxas puts the consumers' stage releases. After each wait for Q·Kᵀ (one per compiled copy
+// of the loop's tile) and before the softmax's first exponential, K's stage is freed, and in
+// fp8 kernels P·V is waited for and V's stage freed too: the transposers fill the next Vt from
+// it. ptxas chooses these places; fp8 kernels in which it sank the releases past the softmax ran
+// 4-13 % slower at d128 (docs/sm90.md, *Row sums per tile*).
+TEST_F(Sass, Sm90ConsumersReleaseStagesBeforeTheSoftmax) {
+  struct Case {
+    DType dtype;
+    int d;
+    Mask mask;
+  };
+  for (const Case& k : {Case{DType::e4m3, 64, Mask::none}, Case{DType::e4m3, 64, Mask::causal},
+                        Case{DType::e4m3, 128, Mask::none}, Case{DType::e4m3, 128, Mask::causal},
+                        Case{DType::e5m2, 128, Mask::sliding_window}, Case{DType::e4m3, 256, Mask::none},
+                        Case{DType::bf16, 64, Mask::causal}, Case{DType::bf16, 128, Mask::none}}) {
+    Config c;
+    c.arch = "sm_90a";
+    c.dtype.qkv = k.dtype;
+    c.head_dim = {k.d, k.d, 0};
+    c.mask = k.mask;
+    const Config r = resolve(c);
+    ASSERT_EQ(*r.tuning.family, Family::sm90);
+    const std::string sass = disassemble(compile(generate(r)).cubin);
+    const std::string what = canonical_json(r);
+    const bool fp8 = is_float8(k.dtype);
+    size_t waits = 0;
+    for (size_t at = sass.find("DEPBAR.LE gsb0, 0x1"); at != std::string::npos;
+         at = sass.find("DEPBAR.LE gsb0, 0x1", at + 1)) {
+      ++waits;
+      const size_t exp = sass.find("MUFU.EX2", at);
+      ASSERT_NE(exp, std::string::npos) << what;
+      const std::string before = sass.substr(at, exp - at);
+      EXPECT_GE(count(before, "SYNCS.ARRIVE"), fp8 ? 2u : 1u) << "Q·Kᵀ wait " << waits << " in " << what;
+      if (fp8) EXPECT_GT(count(before, "DEPBAR.LE gsb0, 0x0"), 0u) << "P·V's wait, copy " << waits << " in " << what;
+    }
+    EXPECT_GT(waits, 0u) << what;
+  }
 }
 
 // MLA prefill with fp8 nope columns beside a bf16 rope part (qk 192 = 128 + 64, v 128): the nope
