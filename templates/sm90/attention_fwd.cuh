@@ -360,14 +360,17 @@ struct ForwardKernel {
 
   // O += P V. 16-bit: V is MN-major, kMmaK key rows (that many 128-byte rows of a panel) per
   // step, panels BN*128 apart. fp8: Vt is K-major like K, 32 keys (bytes) of a 128-key panel
-  // row per step, panels DV*128 apart.
+  // row per step, panels vt_panel_bytes apart, a last one of 64-key rows where BN leaves 64.
   __device__ __forceinline__ static void issue_pv(float (&o)[kOCols / 2], const u32 (&pf)[kPSteps][4],
                                                   const Layout& smem, int stage) {
 #pragma unroll
     for (int kk = 0; kk < kPSteps; ++kk) {
       if constexpr (kTransposeV) {
-        const u32 vt = smem.vt(stage) + (kk / 4) * (vt_rows(DV) * 128) + (kk % 4) * 32;
-        Wgmma<Element, kOCols>::rs(o, pf[kk], k_major_desc<128>(vt), 1);
+        const u32 vt = smem.vt(stage) + (kk / 4) * vt_panel_bytes(DV) + (kk % 4) * 32;
+        if (vt_half_panel_block(BN, 2 * kk))  // the last panel's rows are 64 bytes
+          Wgmma<Element, kOCols>::rs(o, pf[kk], k_major_desc<64>(vt), 1);
+        else
+          Wgmma<Element, kOCols>::rs(o, pf[kk], k_major_desc<128>(vt), 1);
       } else {
         const u32 v = smem.v(stage) + kk * (Traits::kMmaK * 128);
         Wgmma<Element, DV>::rs(o, pf[kk], make_desc(v, BN * 128, 1024), 1);

@@ -8,8 +8,9 @@
 //         16-bit type beside fp8 nope columns: rows of nope x element bytes + rope x 2)
 //   V     stages x BN x dv
 //   Vt    stages x vt_rows(dv) x BN (fp8 only: V transposed to K-major, the only B layout 8-bit
-//         wgmma reads; keys in 128-byte panels, the last one partly used when BN is no multiple
-//         of 128; after V's dv rows, 8 rows of ones where wgmma's N has room, below)
+//         wgmma reads; keys in 128-byte panels, a last one of 64-byte rows where BN leaves 64
+//         keys, partly used where it leaves 32 or 96; after V's dv rows, 8 rows of ones where
+//         wgmma's N has room, below)
 //   O     o_slabs x 64 x dv of the output type, the sources of the consumers' TMA stores
 //   Ks    stages x BN fp32: per-token K scales of each K stage's keys (scales.k per_token; the
 //         seeds' k_scale region), written by the producer warp beside the stage's TMA
@@ -48,6 +49,16 @@ FLASHJIT_HOST_DEVICE constexpr bool vt_sums_rows(int head_dim_v) { return head_d
 FLASHJIT_HOST_DEVICE constexpr int vt_rows(int head_dim_v) {
   return head_dim_v + (vt_sums_rows(head_dim_v) ? kVtSumRows : 0);
 }
+// Vt's key panels: rows of 128 keys (bytes), 128-byte swizzled, and where BN leaves 64 keys over
+// (BN 64, 192) a last panel of 64-byte rows, 64-byte swizzled, rather than half-empty rows.
+FLASHJIT_HOST_DEVICE constexpr int vt_full_panels(int block_n) { return block_n / 128; }
+FLASHJIT_HOST_DEVICE constexpr bool vt_half_panel(int block_n) { return block_n % 128 == 64; }
+FLASHJIT_HOST_DEVICE constexpr int vt_panel_bytes(int head_dim_v) { return vt_rows(head_dim_v) * 128; }
+FLASHJIT_HOST_DEVICE constexpr int vt_stage_bytes(int block_n, int head_dim_v) {
+  const int rest = block_n % 128;
+  return vt_full_panels(block_n) * vt_panel_bytes(head_dim_v) +
+         (rest == 0 ? 0 : vt_rows(head_dim_v) * (vt_half_panel(block_n) ? 64 : 128));
+}
 
 FLASHJIT_HOST_DEVICE constexpr int smem_align(int bytes) {
   return (bytes + kSmemTileAlign - 1) / kSmemTileAlign * kSmemTileAlign;
@@ -59,8 +70,7 @@ FLASHJIT_HOST_DEVICE constexpr SmemRegions smem_regions(SmemShape s) {
   r.q_stage_bytes = smem_align(s.block_m * qk_row_bytes);
   r.k_stage_bytes = smem_align(s.block_n * qk_row_bytes);
   r.v_stage_bytes = smem_align(s.block_n * s.head_dim_v * s.element_bytes);
-  const int key_panels = (s.block_n * s.element_bytes + 127) / 128;
-  r.vt_stage_bytes = s.transpose_v ? smem_align(key_panels * vt_rows(s.head_dim_v) * 128) : 0;
+  r.vt_stage_bytes = s.transpose_v ? smem_align(vt_stage_bytes(s.block_n, s.head_dim_v)) : 0;
   r.o_slab_bytes = 64 * s.head_dim_v * s.out_bytes;
   r.q_offset = 0;
   r.k_offset = r.q_offset + s.q_stages * r.q_stage_bytes;

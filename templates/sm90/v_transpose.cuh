@@ -43,11 +43,17 @@ struct VTranspose {
   // Their first stage's proxy fence and arrival publish them with it.
   __device__ __forceinline__ static void fill_sum_rows(u32 vt, int stage_bytes, int stages, int t, u32 one4) {
     if constexpr (vt_sums_rows(kHeadDimV)) {
-      constexpr int kPanels = (kBlockN + 127) / 128, kChunks = kVtSumRows * 128 / 16;
+      // 16-byte chunks of ones: a panel's rows of 128 bytes, a last panel's of 64 (vt_half_panel)
+      constexpr int kFull = vt_full_panels(kBlockN), kRest = kBlockN % 128;
+      constexpr int kPanelChunks = kVtSumRows * 128 / 16;
+      constexpr int kStageChunks =
+          kFull * kPanelChunks + (kRest == 0 ? 0 : kVtSumRows * (vt_half_panel(kBlockN) ? 64 : 128) / 16);
 #pragma unroll 1
-      for (int i = t; i < stages * kPanels * kChunks; i += 32 * kVTransposerWarps) {
-        const int chunk = i % kChunks, panel = i / kChunks % kPanels, stage = i / (kChunks * kPanels);
-        const u32 at = vt + stage * stage_bytes + panel * (vt_rows(kHeadDimV) * 128) + kHeadDimV * 128 + chunk * 16;
+      for (int i = t; i < stages * kStageChunks; i += 32 * kVTransposerWarps) {
+        const int stage = i / kStageChunks, panel = i % kStageChunks / kPanelChunks, chunk = i % kPanelChunks;
+        const int row_bytes = vt_half_panel(kBlockN) && panel == kFull ? 64 : 128;
+        const u32 at =
+            vt + stage * stage_bytes + panel * vt_panel_bytes(kHeadDimV) + kHeadDimV * row_bytes + chunk * 16;
         asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(at), "r"(one4) : "memory");
       }
     }
@@ -62,15 +68,23 @@ struct VTranspose {
 #pragma unroll 1
     for (int kb = t >> 5; kb < kKeyBlocks; kb += kVTransposerWarps) {
       const u32 load = v + v_transpose_load_keys(l, kb, kVPanel);
-      const u32 store = vt + v_transpose_store_keys(l, kHeadDimV, kb);
+      const u32 store = vt + v_transpose_store_keys(l, kBlockN, kHeadDimV, kb);
+      // A last panel of 64-byte rows (vt_half_panel) takes the same units at half the column
+      // stride; the branch is on the warp's key block, so it is uniform.
+      const auto units = [&](bool half_panel) __attribute__((always_inline)) {
 #pragma unroll
-      for (int db = 0; db < kColumnBlocks; ++db) {
-        u32 x[4];
-        sm80::ldmatrix_x4_trans(x, v_transpose_load_columns(load, kBlockN, db, kVPanel));
-        stmatrix_x4(store + v_transpose_store_columns(db), __byte_perm(x[0], x[1], l.select[0]),
-                    __byte_perm(x[0], x[1], l.select[1]), __byte_perm(x[2], x[3], l.select[0]),
-                    __byte_perm(x[2], x[3], l.select[1]));
-      }
+        for (int db = 0; db < kColumnBlocks; ++db) {
+          u32 x[4];
+          sm80::ldmatrix_x4_trans(x, v_transpose_load_columns(load, kBlockN, db, kVPanel));
+          stmatrix_x4(store + v_transpose_store_columns(db, half_panel),
+                      __byte_perm(x[0], x[1], l.select[0]), __byte_perm(x[0], x[1], l.select[1]),
+                      __byte_perm(x[2], x[3], l.select[0]), __byte_perm(x[2], x[3], l.select[1]));
+        }
+      };
+      if (vt_half_panel_block(kBlockN, kb))
+        units(true);
+      else
+        units(false);
     }
   }
 };

@@ -25,9 +25,13 @@ FLASHJIT_HOST_DEVICE constexpr int v_stage_offset(int block_n, int key, int col,
          (col & 15);
 }
 // Byte offset of Vt element (col, fragment key h): [h / 128][vt_rows(head_dim_v)][128 bytes],
-// the chunk c of column col's row at c ^ (col % 8).
-FLASHJIT_HOST_DEVICE constexpr int vt_stage_offset(int head_dim_v, int col, int h) {
-  return (h >> 7) * (vt_rows(head_dim_v) * 128) + col * 128 + ((((h & 127) >> 4) ^ (col & 7)) << 4) + (h & 15);
+// the chunk c of column col's row at c ^ (col % 8); in a last panel of 64-byte rows
+// (vt_half_panel) at c ^ (col / 2 % 4), the 64-byte swizzle.
+FLASHJIT_HOST_DEVICE constexpr int vt_stage_offset(int block_n, int head_dim_v, int col, int h) {
+  const int panel = (h >> 7) * vt_panel_bytes(head_dim_v);
+  if (vt_half_panel(block_n) && (h >> 7) == vt_full_panels(block_n))
+    return panel + col * 64 + ((((h & 63) >> 4) ^ ((col >> 1) & 3)) << 4) + (h & 15);
+  return panel + col * 128 + ((((h & 127) >> 4) ^ (col & 7)) << 4) + (h & 15);
 }
 
 // One lane's share of every unit.
@@ -70,12 +74,24 @@ FLASHJIT_HOST_DEVICE constexpr Offset v_transpose_load_columns(Offset keys, int 
 FLASHJIT_HOST_DEVICE constexpr int v_transpose_load(const VTransposeLane& l, int block_n, int kb, int db, int panel) {
   return v_transpose_load_columns(v_transpose_load_keys(l, kb, panel), block_n, db, panel);
 }
-FLASHJIT_HOST_DEVICE constexpr int v_transpose_store_keys(const VTransposeLane& l, int head_dim_v, int kb) {
-  return l.store_row + (kb >> 3) * (vt_rows(head_dim_v) * 128) + (((kb & 7) ^ l.store_residue) << 4);
+// Whether key block kb lands in a last panel of 64-byte rows (vt_stage_offset).
+FLASHJIT_HOST_DEVICE constexpr bool vt_half_panel_block(int block_n, int kb) {
+  return vt_half_panel(block_n) && (kb >> 3) == vt_full_panels(block_n);
 }
-FLASHJIT_HOST_DEVICE constexpr int v_transpose_store_columns(int db) { return db * (32 * 128); }
-FLASHJIT_HOST_DEVICE constexpr int v_transpose_store(const VTransposeLane& l, int head_dim_v, int kb, int db) {
-  return v_transpose_store_keys(l, head_dim_v, kb) + v_transpose_store_columns(db);
+// The store's keys part; in a 64-byte panel the row is half as long and the residue is the
+// column's col / 2 % 4, both from the lane's 128-byte ones (col * 128, col % 8).
+FLASHJIT_HOST_DEVICE constexpr int v_transpose_store_keys(const VTransposeLane& l, int block_n, int head_dim_v, int kb) {
+  const int panel = (kb >> 3) * vt_panel_bytes(head_dim_v);
+  if (vt_half_panel_block(block_n, kb)) return panel + (l.store_row >> 1) + (((kb & 3) ^ (l.store_residue >> 1)) << 4);
+  return panel + l.store_row + (((kb & 7) ^ l.store_residue) << 4);
+}
+FLASHJIT_HOST_DEVICE constexpr int v_transpose_store_columns(int db, bool half_panel) {
+  return db * (32 * (half_panel ? 64 : 128));
+}
+FLASHJIT_HOST_DEVICE constexpr int v_transpose_store(const VTransposeLane& l, int block_n, int head_dim_v, int kb,
+                                                     int db) {
+  return v_transpose_store_keys(l, block_n, head_dim_v, kb) +
+         v_transpose_store_columns(db, vt_half_panel_block(block_n, kb));
 }
 
 }  // namespace flashjit::sm90
