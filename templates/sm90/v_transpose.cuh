@@ -43,17 +43,10 @@ struct VTranspose {
   // Their first stage's proxy fence and arrival publish them with it.
   __device__ __forceinline__ static void fill_sum_rows(u32 vt, int stage_bytes, int stages, int t, u32 one4) {
     if constexpr (vt_sums_rows(kHeadDimV)) {
-      // 16-byte chunks of ones: a panel's rows of 128 bytes, a last panel's of 64 (vt_half_panel)
-      constexpr int kFull = vt_full_panels(kBlockN), kRest = kBlockN % 128;
-      constexpr int kPanelChunks = kVtSumRows * 128 / 16;
-      constexpr int kStageChunks =
-          kFull * kPanelChunks + (kRest == 0 ? 0 : kVtSumRows * (vt_half_panel(kBlockN) ? 64 : 128) / 16);
+      constexpr int kStageChunks = vt_sum_chunks(kBlockN);
 #pragma unroll 1
       for (int i = t; i < stages * kStageChunks; i += 32 * kVTransposerWarps) {
-        const int stage = i / kStageChunks, panel = i % kStageChunks / kPanelChunks, chunk = i % kPanelChunks;
-        const int row_bytes = vt_half_panel(kBlockN) && panel == kFull ? 64 : 128;
-        const u32 at =
-            vt + stage * stage_bytes + panel * vt_panel_bytes(kHeadDimV) + kHeadDimV * row_bytes + chunk * 16;
+        const u32 at = vt + (i / kStageChunks) * stage_bytes + vt_sum_chunk_offset(kBlockN, kHeadDimV, i % kStageChunks);
         asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(at), "r"(one4) : "memory");
       }
     }

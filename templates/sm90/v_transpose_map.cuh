@@ -34,6 +34,19 @@ FLASHJIT_HOST_DEVICE constexpr int vt_stage_offset(int block_n, int head_dim_v, 
   return panel + col * 128 + ((((h & 127) >> 4) ^ (col & 7)) << 4) + (h & 15);
 }
 
+// The rows of ones after V's columns in a Vt stage (vt_rows), in 16-byte chunks: how many, and
+// where chunk i sits (a full panel's rows are 128 bytes, a last one's 64 where vt_half_panel).
+FLASHJIT_HOST_DEVICE constexpr int vt_sum_chunks(int block_n) {
+  const int rest = block_n % 128;
+  return kVtSumRows * (vt_full_panels(block_n) * 128 + (rest == 0 ? 0 : vt_half_panel(block_n) ? 64 : 128)) / 16;
+}
+FLASHJIT_HOST_DEVICE constexpr int vt_sum_chunk_offset(int block_n, int head_dim_v, int i) {
+  constexpr int kPanelChunks = kVtSumRows * 128 / 16;
+  const int panel = i / kPanelChunks;
+  const int row_bytes = vt_half_panel(block_n) && panel == vt_full_panels(block_n) ? 64 : 128;
+  return panel * vt_panel_bytes(head_dim_v) + head_dim_v * row_bytes + (i % kPanelChunks) * 16;
+}
+
 // One lane's share of every unit.
 struct VTransposeLane {
   int load_row;        // ldmatrix: key 8 (i % 2) + r of the unit's 16, as a byte offset

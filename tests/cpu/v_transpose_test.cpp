@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace flashjit::sm90 {
@@ -120,6 +121,32 @@ TEST(VTransposeSumRows, WhereTheWgmmaHasRoom) {
   EXPECT_EQ(vt_rows(192), 200);
   EXPECT_EQ(vt_rows(256), 256);
   EXPECT_EQ(vt_stage_offset(256, 128, 0, 128), 136 * 128);  // the second key panel starts after the ones
+}
+
+// The ones rows' chunks (vt_sum_chunk_offset) fill rows dv .. dv + 7 of every key panel once, as
+// P V's wgmma reads them (row n of a panel at n x its row bytes), and touch no V byte.
+TEST(VTransposeSumRows, ChunksFillTheOnesRowsOfEveryPanelOnce) {
+  for (const int block_n : {32, 64, 96, 128, 160, 192, 224, 256})
+    for (const int dv : {64, 128, 192}) {
+      SCOPED_TRACE("BN " + std::to_string(block_n) + " dv " + std::to_string(dv));
+      std::vector<int> ones(vt_stage_bytes(block_n, dv), 0);
+      for (int i = 0; i < vt_sum_chunks(block_n); ++i) {
+        const int at = vt_sum_chunk_offset(block_n, dv, i);
+        ASSERT_GE(at, 0);
+        ASSERT_LE(at + 16, int(ones.size()));
+        for (int b = 0; b < 16; ++b) ++ones[at + b];
+      }
+      for (int col = 0; col < dv; ++col)
+        for (int h = 0; h < block_n; ++h) ASSERT_EQ(ones[vt_stage_offset(block_n, dv, col, h)], 0) << col << " " << h;
+      int expected = 0;
+      for (int p = 0; p * 128 < block_n; ++p) {
+        const int row_bytes = vt_half_panel(block_n) && p == vt_full_panels(block_n) ? 64 : 128;
+        for (int n = dv; n < dv + kVtSumRows; ++n)
+          for (int b = 0; b < row_bytes; ++b) ASSERT_EQ(ones[p * vt_panel_bytes(dv) + n * row_bytes + b], 1) << p << " " << n;
+        expected += kVtSumRows * row_bytes;
+      }
+      EXPECT_EQ(vt_sum_chunks(block_n) * 16, expected);
+    }
 }
 
 // Where BN leaves 64 keys over (BN 64, 192), the last key panel has rows of 64 bytes, 64-byte
