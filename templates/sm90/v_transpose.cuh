@@ -43,10 +43,9 @@ struct VTranspose {
   // Their first stage's proxy fence and arrival publish them with it.
   __device__ __forceinline__ static void fill_sum_rows(u32 vt, int stage_bytes, int stages, int t, u32 one4) {
     if constexpr (vt_sums_rows(kHeadDimV)) {
-      constexpr int kStageChunks = vt_sum_chunks(kBlockN);
 #pragma unroll 1
-      for (int i = t; i < stages * kStageChunks; i += 32 * kVTransposerWarps) {
-        const u32 at = vt + (i / kStageChunks) * stage_bytes + vt_sum_chunk_offset(kBlockN, kHeadDimV, i % kStageChunks);
+      for (int i = t; i < stages * vt_sum_chunks(kBlockN); i += 32 * kVTransposerWarps) {
+        const u32 at = vt + vt_sum_fill_offset(kBlockN, kHeadDimV, stage_bytes, i);
         asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(at), "r"(one4) : "memory");
       }
     }

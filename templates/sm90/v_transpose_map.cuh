@@ -46,6 +46,11 @@ FLASHJIT_HOST_DEVICE constexpr int vt_sum_chunk_offset(int block_n, int head_dim
   const int row_bytes = vt_half_panel(block_n) && panel == vt_full_panels(block_n) ? 64 : 128;
   return panel * vt_panel_bytes(head_dim_v) + head_dim_v * row_bytes + (i % kPanelChunks) * 16;
 }
+// Chunk i of all stages' ones rows, stages stage_bytes apart (the fill loop's index).
+FLASHJIT_HOST_DEVICE constexpr int vt_sum_fill_offset(int block_n, int head_dim_v, int stage_bytes, int i) {
+  const int chunks = vt_sum_chunks(block_n);
+  return (i / chunks) * stage_bytes + vt_sum_chunk_offset(block_n, head_dim_v, i % chunks);
+}
 
 // One lane's share of every unit.
 struct VTransposeLane {

@@ -142,10 +142,33 @@ TEST(VTransposeSumRows, ChunksFillTheOnesRowsOfEveryPanelOnce) {
       for (int p = 0; p * 128 < block_n; ++p) {
         const int row_bytes = vt_half_panel(block_n) && p == vt_full_panels(block_n) ? 64 : 128;
         for (int n = dv; n < dv + kVtSumRows; ++n)
-          for (int b = 0; b < row_bytes; ++b) ASSERT_EQ(ones[p * vt_panel_bytes(dv) + n * row_bytes + b], 1) << p << " " << n;
+          for (int b = 0; b < row_bytes; ++b)
+            ASSERT_EQ(ones[p * vt_panel_bytes(dv) + n * row_bytes + b], 1) << "panel " << p << " row " << n;
         expected += kVtSumRows * row_bytes;
       }
       EXPECT_EQ(vt_sum_chunks(block_n) * 16, expected);
+    }
+}
+
+// The fill loop's chunks over every stage (vt_sum_fill_offset, stages as smem_regions lays them
+// out) write each stage's ones rows once and nothing past the Vt region.
+TEST(VTransposeSumRows, FillCoversEveryStageInsideTheRegion) {
+  for (const int block_n : {64, 128, 192, 256})
+    for (const int stages : {1, 2, 3}) {
+      const int dv = 128, stage_bytes = smem_align(vt_stage_bytes(block_n, dv));
+      SCOPED_TRACE("BN " + std::to_string(block_n) + " stages " + std::to_string(stages));
+      std::vector<int> writes(stages * stage_bytes, 0);
+      for (int i = 0; i < stages * vt_sum_chunks(block_n); ++i) {
+        const int at = vt_sum_fill_offset(block_n, dv, stage_bytes, i);
+        ASSERT_GE(at, 0);
+        ASSERT_LE(at + 16, int(writes.size()));
+        for (int b = 0; b < 16; ++b) ++writes[at + b];
+      }
+      for (int st = 0; st < stages; ++st)
+        for (int i = 0; i < vt_sum_chunks(block_n); ++i)
+          for (int b = 0; b < 16; ++b)
+            ASSERT_EQ(writes[st * stage_bytes + vt_sum_chunk_offset(block_n, dv, i) + b], 1)
+                << "stage " << st << " chunk " << i;
     }
 }
 
