@@ -291,7 +291,8 @@ struct ForwardKernel {
       if (warp_read_shared(smem.v_closing_flag(st.index)) != 0) break;  // the producer's closing fill
       mbar_wait(smem.barrier(Layout::kVtEmpty + st.index), st.phase ^ 1);
       if (st.index == 0 && st.phase == 0)  // once, before the first stage's fence and arrival
-        Transpose::fill_sum_rows(smem.vt(0), smem.vt(1) - smem.vt(0), kStages, t, pack4<Element>(1.f, 1.f, 1.f, 1.f));
+        Transpose::fill_sum_rows(smem.vt(0), Layout::kRegions.vt_stage_bytes, kStages, t,
+                                 pack4<Element>(1.f, 1.f, 1.f, 1.f));
       Transpose::stage(smem.v(st.index), smem.vt(st.index), t);
       fence_proxy_async_shared();  // Vt is read by wgmma, through the async proxy
       __syncwarp();
@@ -367,7 +368,7 @@ struct ForwardKernel {
     for (int kk = 0; kk < kPSteps; ++kk) {
       if constexpr (kTransposeV) {
         const u32 vt = smem.vt(stage) + (kk / 4) * vt_panel_bytes(DV) + (kk % 4) * 32;
-        if (vt_half_panel_block(BN, 2 * kk))  // the last panel's rows are 64 bytes
+        if (vt_row_bytes(BN, kk / 4) == 64)  // the last panel's rows are 64 bytes
           Wgmma<Element, kOCols>::rs(o, pf[kk], k_major_desc<64>(vt), 1);
         else
           Wgmma<Element, kOCols>::rs(o, pf[kk], k_major_desc<128>(vt), 1);
@@ -535,8 +536,8 @@ struct ForwardKernel {
           // With kSumsInO, P V is waited for before the softmax: its sums join at the old max, and
           // Vt is freed a softmax earlier for the transposers' next stage. ptxas hoisted that wait
           // by itself only where a branch on the mask preceded the softmax; without it the d128
-          // tiles ran 4-13 % slower. The fp8 d256 tiles (no sums) keep it after the softmax,
-          // 4-6 % faster there. Sass.Sm90ConsumersReleaseStagesBeforeTheSoftmax holds the order.
+          // tiles ran 4-13 % slower. The fp8 d256 tiles (no sums) keep it after the softmax:
+          // before it they ran 4-5 % slower without a mask. Sass.Sm90ConsumersReleaseStagesBeforeTheSoftmax holds the order.
           const auto finish_pv = [&] {
             wgmma_wait<0>();
             fence_operand(o);

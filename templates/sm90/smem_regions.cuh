@@ -49,15 +49,17 @@ FLASHJIT_HOST_DEVICE constexpr bool vt_sums_rows(int head_dim_v) { return head_d
 FLASHJIT_HOST_DEVICE constexpr int vt_rows(int head_dim_v) {
   return head_dim_v + (vt_sums_rows(head_dim_v) ? kVtSumRows : 0);
 }
-// Vt's key panels: rows of 128 keys (bytes), 128-byte swizzled, and where BN leaves 64 keys over
-// (BN 64, 192) a last panel of 64-byte rows, 64-byte swizzled, rather than half-empty rows.
-FLASHJIT_HOST_DEVICE constexpr int vt_full_panels(int block_n) { return block_n / 128; }
-FLASHJIT_HOST_DEVICE constexpr bool vt_half_panel(int block_n) { return block_n % 128 == 64; }
+// Vt's key panels, vt_panel_bytes apart: rows of 128 keys (bytes), 128-byte swizzled, and where
+// BN leaves 64 keys over (BN 64, 192) a last panel of 64-byte rows, 64-byte swizzled, rather
+// than half-empty rows (32 or 96 keys over: a partly used 128-byte panel).
+FLASHJIT_HOST_DEVICE constexpr int vt_key_panels(int block_n) { return (block_n + 127) / 128; }
+FLASHJIT_HOST_DEVICE constexpr int vt_row_bytes(int block_n, int panel) {
+  return block_n % 128 == 64 && panel == block_n / 128 ? 64 : 128;
+}
 FLASHJIT_HOST_DEVICE constexpr int vt_panel_bytes(int head_dim_v) { return vt_rows(head_dim_v) * 128; }
 FLASHJIT_HOST_DEVICE constexpr int vt_stage_bytes(int block_n, int head_dim_v) {
-  const int rest = block_n % 128;
-  return vt_full_panels(block_n) * vt_panel_bytes(head_dim_v) +
-         (rest == 0 ? 0 : vt_rows(head_dim_v) * (vt_half_panel(block_n) ? 64 : 128));
+  const int last = vt_key_panels(block_n) - 1;
+  return last * vt_panel_bytes(head_dim_v) + vt_rows(head_dim_v) * vt_row_bytes(block_n, last);
 }
 
 FLASHJIT_HOST_DEVICE constexpr int smem_align(int bytes) {

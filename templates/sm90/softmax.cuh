@@ -108,16 +108,9 @@ struct OnlineSoftmax {
       const float x = fmaf(s[i], scale_log2[(i & 2) ? 1 : 0], (i & 2) ? -m1 : -m0);
       s[i] = kFmaExp2Every > 0 && i % kFmaExp2Every == kFmaExp2Every - 1 ? exp2_fma(x) : exp2_approx(x);
     }
-    if constexpr (kSumsInO) {  // P V adds them (add_tile_sums), unless this tile is summed here
-      if (exact)  // this thread's share, as without kSumsInO; one chain a row, the fewest registers
-#pragma unroll
-        for (int j = 0; j < kBlockN / 8; ++j) {
-          sum[0] += s[4 * j] + s[4 * j + 1];
-          sum[1] += s[4 * j + 2] + s[4 * j + 3];
-        }
-      return;
-    }
-    if constexpr (kFoldChains == 1) {
+    if (kSumsInO && !exact) return;  // P V adds them (add_tile_sums)
+    // This thread's share; one chain a row where P V sums most tiles (the fewest registers).
+    if constexpr (kFoldChains == 1 || kSumsInO) {
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j) {
         sum[0] += s[4 * j] + s[4 * j + 1];

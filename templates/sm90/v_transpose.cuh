@@ -61,7 +61,7 @@ struct VTranspose {
     for (int kb = t >> 5; kb < kKeyBlocks; kb += kVTransposerWarps) {
       const u32 load = v + v_transpose_load_keys(l, kb, kVPanel);
       const u32 store = vt + v_transpose_store_keys(l, kBlockN, kHeadDimV, kb);
-      // A last panel of 64-byte rows (vt_half_panel) takes the same units at half the column
+      // A last panel of 64-byte rows (vt_row_bytes) takes the same units at half the column
       // stride; the branch is on the warp's key block, so it is uniform.
       const auto units = [&](bool half_panel) __attribute__((always_inline)) {
 #pragma unroll

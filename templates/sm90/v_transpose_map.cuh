@@ -26,30 +26,25 @@ FLASHJIT_HOST_DEVICE constexpr int v_stage_offset(int block_n, int key, int col,
 }
 // Byte offset of Vt element (col, fragment key h): [h / 128][vt_rows(head_dim_v)][128 bytes],
 // the chunk c of column col's row at c ^ (col % 8); in a last panel of 64-byte rows
-// (vt_half_panel) at c ^ (col / 2 % 4), the 64-byte swizzle.
+// (vt_row_bytes) at c ^ (col / 2 % 4), the 64-byte swizzle.
 FLASHJIT_HOST_DEVICE constexpr int vt_stage_offset(int block_n, int head_dim_v, int col, int h) {
   const int panel = (h >> 7) * vt_panel_bytes(head_dim_v);
-  if (vt_half_panel(block_n) && (h >> 7) == vt_full_panels(block_n))
+  if (vt_row_bytes(block_n, h >> 7) == 64)
     return panel + col * 64 + ((((h & 63) >> 4) ^ ((col >> 1) & 3)) << 4) + (h & 15);
   return panel + col * 128 + ((((h & 127) >> 4) ^ (col & 7)) << 4) + (h & 15);
 }
 
-// The rows of ones after V's columns in a Vt stage (vt_rows), in 16-byte chunks: how many, and
-// where chunk i sits (a full panel's rows are 128 bytes, a last one's 64 where vt_half_panel).
+// The rows of ones after V's columns (vt_rows), written once for all stages in 16-byte chunks:
+// how many a stage has, and where chunk i of them all sits, stages stage_bytes apart.
 FLASHJIT_HOST_DEVICE constexpr int vt_sum_chunks(int block_n) {
-  const int rest = block_n % 128;
-  return kVtSumRows * (vt_full_panels(block_n) * 128 + (rest == 0 ? 0 : vt_half_panel(block_n) ? 64 : 128)) / 16;
+  const int last = vt_key_panels(block_n) - 1;
+  return kVtSumRows * (last * 128 + vt_row_bytes(block_n, last)) / 16;
 }
-FLASHJIT_HOST_DEVICE constexpr int vt_sum_chunk_offset(int block_n, int head_dim_v, int i) {
-  constexpr int kPanelChunks = kVtSumRows * 128 / 16;
-  const int panel = i / kPanelChunks;
-  const int row_bytes = vt_half_panel(block_n) && panel == vt_full_panels(block_n) ? 64 : 128;
-  return panel * vt_panel_bytes(head_dim_v) + head_dim_v * row_bytes + (i % kPanelChunks) * 16;
-}
-// Chunk i of all stages' ones rows, stages stage_bytes apart (the fill loop's index).
 FLASHJIT_HOST_DEVICE constexpr int vt_sum_fill_offset(int block_n, int head_dim_v, int stage_bytes, int i) {
-  const int chunks = vt_sum_chunks(block_n);
-  return (i / chunks) * stage_bytes + vt_sum_chunk_offset(block_n, head_dim_v, i % chunks);
+  constexpr int kPanelChunks = kVtSumRows * 128 / 16;
+  const int chunk = i % vt_sum_chunks(block_n), panel = chunk / kPanelChunks;
+  return (i / vt_sum_chunks(block_n)) * stage_bytes + panel * vt_panel_bytes(head_dim_v) +
+         head_dim_v * vt_row_bytes(block_n, panel) + (chunk % kPanelChunks) * 16;
 }
 
 // One lane's share of every unit.
@@ -94,7 +89,7 @@ FLASHJIT_HOST_DEVICE constexpr int v_transpose_load(const VTransposeLane& l, int
 }
 // Whether key block kb lands in a last panel of 64-byte rows (vt_stage_offset).
 FLASHJIT_HOST_DEVICE constexpr bool vt_half_panel_block(int block_n, int kb) {
-  return vt_half_panel(block_n) && (kb >> 3) == vt_full_panels(block_n);
+  return vt_row_bytes(block_n, kb >> 3) == 64;
 }
 // The store's keys part; in a 64-byte panel the row is half as long and the residue is the
 // column's col / 2 % 4, both from the lane's 128-byte ones (col * 128, col % 8).

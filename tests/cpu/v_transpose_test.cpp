@@ -123,53 +123,41 @@ TEST(VTransposeSumRows, WhereTheWgmmaHasRoom) {
   EXPECT_EQ(vt_stage_offset(256, 128, 0, 128), 136 * 128);  // the second key panel starts after the ones
 }
 
-// The ones rows' chunks (vt_sum_chunk_offset) fill rows dv .. dv + 7 of every key panel once, as
-// P V's wgmma reads them (row n of a panel at n x its row bytes), and touch no V byte.
-TEST(VTransposeSumRows, ChunksFillTheOnesRowsOfEveryPanelOnce) {
+// The fill of the ones rows (vt_sum_fill_offset over every stage, stages as smem_regions lays them
+// out) writes rows dv .. dv + 7 of every key panel of every stage once, as P V's wgmma reads them
+// (row n of panel p at p x vt_panel_bytes + n x its row bytes), no V byte and nothing past the
+// region.
+TEST(VTransposeSumRows, FillWritesEveryStagesOnesRowsOnce) {
   for (const int block_n : {32, 64, 96, 128, 160, 192, 224, 256})
-    for (const int dv : {64, 128, 192}) {
-      SCOPED_TRACE("BN " + std::to_string(block_n) + " dv " + std::to_string(dv));
-      std::vector<int> ones(vt_stage_bytes(block_n, dv), 0);
-      for (int i = 0; i < vt_sum_chunks(block_n); ++i) {
-        const int at = vt_sum_chunk_offset(block_n, dv, i);
-        ASSERT_GE(at, 0);
-        ASSERT_LE(at + 16, int(ones.size()));
-        for (int b = 0; b < 16; ++b) ++ones[at + b];
+    for (const int dv : {64, 128, 192})
+      for (const int stages : {1, 2, 3}) {
+        SCOPED_TRACE("BN " + std::to_string(block_n) + " dv " + std::to_string(dv) + " stages " +
+                     std::to_string(stages));
+        const int stage_bytes = smem_align(vt_stage_bytes(block_n, dv));
+        std::vector<int> writes(stages * stage_bytes, 0);
+        for (int i = 0; i < stages * vt_sum_chunks(block_n); ++i) {
+          const int at = vt_sum_fill_offset(block_n, dv, stage_bytes, i);
+          ASSERT_GE(at, 0);
+          ASSERT_LE(at + 16, int(writes.size()));
+          for (int b = 0; b < 16; ++b) ++writes[at + b];
+        }
+        int ones = 0;
+        for (int st = 0; st < stages; ++st) {
+          const int base = st * stage_bytes;
+          for (int col = 0; col < dv; ++col)
+            for (int h = 0; h < block_n; ++h)
+              ASSERT_EQ(writes[base + vt_stage_offset(block_n, dv, col, h)], 0) << "V column " << col << " key " << h;
+          for (int p = 0; p * 128 < block_n; ++p) {
+            const int row_bytes = block_n % 128 == 64 && p == block_n / 128 ? 64 : 128;
+            for (int n = dv; n < dv + kVtSumRows; ++n)
+              for (int b = 0; b < row_bytes; ++b)
+                ASSERT_EQ(writes[base + p * vt_panel_bytes(dv) + n * row_bytes + b], 1)
+                    << "stage " << st << " panel " << p << " row " << n;
+            ones += kVtSumRows * row_bytes;
+          }
+        }
+        EXPECT_EQ(stages * vt_sum_chunks(block_n) * 16, ones);  // and nothing else
       }
-      for (int col = 0; col < dv; ++col)
-        for (int h = 0; h < block_n; ++h) ASSERT_EQ(ones[vt_stage_offset(block_n, dv, col, h)], 0) << col << " " << h;
-      int expected = 0;
-      for (int p = 0; p * 128 < block_n; ++p) {
-        const int row_bytes = vt_half_panel(block_n) && p == vt_full_panels(block_n) ? 64 : 128;
-        for (int n = dv; n < dv + kVtSumRows; ++n)
-          for (int b = 0; b < row_bytes; ++b)
-            ASSERT_EQ(ones[p * vt_panel_bytes(dv) + n * row_bytes + b], 1) << "panel " << p << " row " << n;
-        expected += kVtSumRows * row_bytes;
-      }
-      EXPECT_EQ(vt_sum_chunks(block_n) * 16, expected);
-    }
-}
-
-// The fill loop's chunks over every stage (vt_sum_fill_offset, stages as smem_regions lays them
-// out) write each stage's ones rows once and nothing past the Vt region.
-TEST(VTransposeSumRows, FillCoversEveryStageInsideTheRegion) {
-  for (const int block_n : {64, 128, 192, 256})
-    for (const int stages : {1, 2, 3}) {
-      const int dv = 128, stage_bytes = smem_align(vt_stage_bytes(block_n, dv));
-      SCOPED_TRACE("BN " + std::to_string(block_n) + " stages " + std::to_string(stages));
-      std::vector<int> writes(stages * stage_bytes, 0);
-      for (int i = 0; i < stages * vt_sum_chunks(block_n); ++i) {
-        const int at = vt_sum_fill_offset(block_n, dv, stage_bytes, i);
-        ASSERT_GE(at, 0);
-        ASSERT_LE(at + 16, int(writes.size()));
-        for (int b = 0; b < 16; ++b) ++writes[at + b];
-      }
-      for (int st = 0; st < stages; ++st)
-        for (int i = 0; i < vt_sum_chunks(block_n); ++i)
-          for (int b = 0; b < 16; ++b)
-            ASSERT_EQ(writes[st * stage_bytes + vt_sum_chunk_offset(block_n, dv, i) + b], 1)
-                << "stage " << st << " chunk " << i;
-    }
 }
 
 // Where BN leaves 64 keys over (BN 64, 192), the last key panel has rows of 64 bytes, 64-byte
@@ -178,6 +166,9 @@ TEST(VTransposeHalfPanel, LastPanelOfSixtyFourKeysHasSixtyFourByteRows) {
   EXPECT_EQ(vt_stage_bytes(192, 128), 136 * 128 + 136 * 64);
   EXPECT_EQ(vt_stage_bytes(64, 256), 256 * 64);
   EXPECT_EQ(vt_stage_bytes(160, 128), 2 * 136 * 128);  // 32 keys over: a partly used 128-byte panel
+  EXPECT_EQ(vt_row_bytes(192, 1), 64);
+  EXPECT_EQ(vt_row_bytes(192, 0), 128);
+  EXPECT_EQ(vt_row_bytes(160, 1), 128);
   EXPECT_EQ(vt_stage_offset(192, 128, 0, 128), 136 * 128);
   EXPECT_EQ(vt_stage_offset(192, 128, 1, 128), 136 * 128 + 64);
   EXPECT_EQ(vt_stage_offset(192, 128, 2, 128), 136 * 128 + 2 * 64 + 16);  // chunk 0 of column 2 at 0 ^ 1
