@@ -249,8 +249,11 @@ class Sm90Family final : public KernelFamily {
     rules::only_value(t.num_qk_stages, 1, "num_qk_stages", kName, issues);
     rules::only_value(t.num_pv_stages, 1, "num_pv_stages", kName, issues);
     rules::only_value(t.splitk_partitions, 1, "splitk_partitions", kName, issues);
-    if (*t.pair_cta && is_float8(c.dtype.qkv))
-      issues.push_back({"tuning.pair_cta", "true", "the sm90 family's fp8 kernels run single CTAs"});
+    // Per-token K scales ride in their K stage, written by one CTA's producer warp; a pair_cta
+    // cluster's K stages are filled by rank 0's multicast alone.
+    if (*t.pair_cta && c.scales.k == ScaleGranularity::per_token)
+      issues.push_back({"tuning.pair_cta", "true",
+                        "the sm90 family's kernels with per-token K scales run single CTAs"});
     if (*t.pair_cta && *t.scheduler == Scheduler::dynamic)
       issues.push_back({"tuning.scheduler", "\"dynamic\"",
                         "pair_cta clusters take their tiles from a static order: use \"persistent\" or "

@@ -40,7 +40,7 @@ constexpr unsigned char kPair[3][3][4][4] = {
      {{5, 4, 2, 0}, {5, 3, 2, 0}, {5, 3, 0, 0}, {4, 2, 0, 0}}}};        // sliding_window
 
 // fp8 inputs (head_dim.qk 64 / v 64, qk 128 or 256 / v 128 or 256, qk 192 / v 128 with or without
-// a bf16 rope part of 64 columns, qk 256 with one of 128; no pair_cta), in 16-key units. P takes
+// a bf16 rope part of 64 columns, qk 256 with one of 128; single CTAs), in 16-key units. P takes
 // half the registers of 16-bit P and the consumers get 8 fewer (the producer warpgroup transposes
 // V), so the 16-bit limits do not carry over. Measured on sm_90a with NVRTC 13.0 by raising BN in
 // steps of 32 for every entry until a variant spilled or reported an advisory: e4m3 with
@@ -58,6 +58,23 @@ constexpr unsigned char kFp8[3][3][4][4] = {
      {{12, 0, 0, 0}, {0, 8, 0, 4}, {0, 8, 0, 4}, {0, 6, 0, 4}}},        // sliding_window
     {{{8, 0, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}},          // 3 consumers, none
      {{8, 0, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}},          // causal
+     {{6, 0, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}, {0, 2, 0, 0}}}};        // sliding_window
+
+// fp8 in pair_cta clusters, in 16-key units like kFp8, whose entries it lowers where the
+// cluster's extra state spilled: measured on sm_90a with NVRTC 13.0 (2026-12-06) by lowering BN in
+// steps of 32 from kFp8's entry until every variant compiled without spills: e4m3 with per-tensor
+// scales (without the LSE, persistent; with the LSE, ragged, transient) and with per-token Q
+// scales (fp32 with per-head K and V, LSE, persistent; bf16, LSE, ragged, transient), with and
+// without a rope part of the same width.
+constexpr unsigned char kFp8Pair[3][3][4][4] = {
+    {{{16, 0, 0, 0}, {0, 14, 0, 16}, {0, 16, 0, 16}, {0, 16, 0, 6}},    // 1 consumer, none
+     {{16, 0, 0, 0}, {0, 14, 0, 16}, {0, 16, 0, 16}, {0, 16, 0, 16}},   // causal
+     {{12, 0, 0, 0}, {0, 10, 0, 6}, {0, 10, 0, 6}, {0, 10, 0, 4}}},     // sliding_window
+    {{{14, 0, 0, 0}, {0, 10, 0, 6}, {0, 16, 0, 6}, {0, 16, 0, 4}},      // 2 consumers, none
+     {{16, 0, 0, 0}, {0, 12, 0, 6}, {0, 16, 0, 6}, {0, 16, 0, 4}},      // causal
+     {{12, 0, 0, 0}, {0, 8, 0, 4}, {0, 8, 0, 4}, {0, 6, 0, 4}}},        // sliding_window
+    {{{8, 0, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}},          // 3 consumers, none
+     {{8, 0, 0, 0}, {0, 2, 0, 0}, {0, 2, 0, 0}, {0, 2, 0, 0}},          // causal
      {{6, 0, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}, {0, 2, 0, 0}}}};        // sliding_window
 
 // fp8 with per-token K scales (the producer warp stores each stage's, the consumers read them):
@@ -81,7 +98,7 @@ int sm90_spill_free_bn(const Config& c, int consumer_warpgroups, bool pair_cta) 
   if (q < 0 || v < 0 || consumer_warpgroups < 1 || consumer_warpgroups > 3) return 0;
   const int m = c.mask == Mask::none ? 0 : c.mask == Mask::causal ? 1 : 2;
   if (is_float8(c.dtype.qkv)) {
-    const int limit = 16 * kFp8[consumer_warpgroups - 1][m][q][v];
+    const int limit = 16 * (pair_cta ? kFp8Pair : kFp8)[consumer_warpgroups - 1][m][q][v];
     if (c.scales.k != ScaleGranularity::per_token) return limit;
     return std::min(limit, 16 * kFp8KeyScales[m][q][v]);
   }

@@ -72,6 +72,8 @@ struct ForwardKernel {
   using Pipe = StageBarriers<Layout, kStages, kPair>;
   using State = PipelineState<kStages>;
   static constexpr bool kTransposeV = Layout::kTransposeV;
+  // The stages P V reads: V's, shared by a pair_cta cluster, or (fp8) this CTA's own Vt.
+  using PvPipe = StageBarriers<Layout, kStages, kPair && !kTransposeV>;
   // V's rows in the panels TMA lands them in: 128 bytes, or 64 for an fp8 dv of 64 or 192.
   static constexpr int kVPanelBytes = panel_bytes(DV * int(sizeof(Element)));
   using Transpose = VTranspose<T::kBlockN, T::kHeadDimV, kVPanelBytes>;
@@ -125,7 +127,6 @@ struct ForwardKernel {
   static_assert(BM == 64 * kCwg, "each consumer warpgroup owns 64 rows");
   static_assert(BN % 16 == 0 && BN <= 256 && DV <= 256, "wgmma N limits");
   static_assert(!(kPair && T::kDynamic), "pair_cta clusters take tiles from a static schedule");
-  static_assert(!(kPair && kTransposeV), "fp8 kernels run single CTAs");
 
   __device__ __forceinline__ static TileRange own_range(const AttentionParams& p, const WorkTile& w) {
     TileRange r;
@@ -280,7 +281,9 @@ struct ForwardKernel {
   // ---- V transposers (fp8) ---------------------------------------------------------------
 
   // Warps 1-3 of the producer warpgroup: each V fill becomes a Vt stage. A warp frees the V stage
-  // and fills its share of Vt with one arrival each (both barriers count the three warps).
+  // and fills its share of Vt with one arrival each (both barriers count the three warps). With
+  // pair_cta the V stages are the cluster's (rank 1 multicasts them): a warp frees the stage in
+  // both CTAs, and each V empty barrier counts the transposers of both.
   __device__ static void transpose_v(const Layout& smem) {
     const int t = threadIdx.x - 32;
     State st;
@@ -299,6 +302,7 @@ struct ForwardKernel {
       if ((threadIdx.x & 31) == 0) {
         mbar_arrive(smem.barrier(Layout::kVtFull + st.index));
         mbar_arrive(smem.barrier(Layout::kVEmpty + st.index));
+        if constexpr (kPair) mbar_arrive_cluster(smem.barrier(Layout::kVEmpty + st.index), cluster_m_rank<2>() ^ 1);
       }
       st.advance();
     }
@@ -401,7 +405,7 @@ struct ForwardKernel {
   }
 
   // pair_cta: waits for `count` K/V stages this CTA has no rows for, and frees them in both CTAs.
-  __device__ __forceinline__ static void skip_kv(const KPipe& kpipe, const Pipe& vpipe, State& kv, int count) {
+  __device__ __forceinline__ static void skip_kv(const KPipe& kpipe, const PvPipe& vpipe, State& kv, int count) {
 #pragma unroll 1
     for (int i = 0; i < count; ++i) {
       kpipe.consumer_wait(kv);
@@ -438,7 +442,7 @@ struct ForwardKernel {
     const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31;
     const KPipe kpipe{smem, Layout::kKFull, Layout::kKEmpty};
     // fp8: P V reads the transposers' Vt stages.
-    const Pipe vpipe{smem, kTransposeV ? Layout::kVtFull : Layout::kVFull, kTransposeV ? Layout::kVtEmpty : Layout::kVEmpty};
+    const PvPipe vpipe{smem, kTransposeV ? Layout::kVtFull : Layout::kVFull, kTransposeV ? Layout::kVtEmpty : Layout::kVEmpty};
     const Scales<T> scales = Scales<T>::make(p);
     Scheduler sched = scheduler(smem);
     State kv;
@@ -619,7 +623,7 @@ struct ForwardKernel {
         mbar_init(smem.barrier(Layout::kQEmpty + s), 4 * kCwg);
       }
       // fp8: the transposer warps free V and fill Vt; the consumers free Vt.
-      constexpr u32 kVReaders = kTransposeV ? kVTransposerWarps : 4 * kCwg * kClusterM;
+      constexpr u32 kVReaders = (kTransposeV ? kVTransposerWarps : 4 * kCwg) * kClusterM;
       for (int s = 0; s < kStages; ++s) {
         mbar_init(smem.barrier(Layout::kKFull + s), KPipe::kFullArrivals);
         mbar_init(smem.barrier(Layout::kKEmpty + s), 4 * kCwg * kClusterM * KPipe::kEmptyArrivalsPerWarp);

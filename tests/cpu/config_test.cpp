@@ -288,9 +288,13 @@ TEST(Config, Sm90Fp8RulesNameWhatTheFamilyLacks) {
   k_tokens_rope["head_dim"] = {{"qk", 256}, {"v", 128}, {"rope", 128}};
   k_tokens_rope["dtype"]["rope"] = "bf16";
   EXPECT_TRUE(has_issue(issues_of(k_tokens_rope), "scales.k"));
-  json pair = fp8;
+  json pair = fp8;  // K/V shared by a cluster; Vt is each CTA's own
   pair["tuning"]["pair_cta"] = true;
-  EXPECT_TRUE(has_issue(issues_of(pair), "tuning.pair_cta"));
+  pair["tuning"]["scheduler"] = "persistent";
+  EXPECT_TRUE(issues_of(pair).empty()) << first_message(pair);
+  json pair_k_tokens = pair;  // a K stage's per-token scales are written by its own CTA
+  pair_k_tokens["scales"]["k"] = "per_token";
+  EXPECT_TRUE(has_issue(issues_of(pair_k_tokens), "tuning.pair_cta"));
   json odd_bn = fp8;
   odd_bn["tuning"]["BN"] = 80;
   EXPECT_TRUE(has_issue(issues_of(odd_bn), "tuning.BN"));

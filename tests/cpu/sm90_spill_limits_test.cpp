@@ -87,7 +87,7 @@ TEST_P(Sm90SpillLimits, EveryEntryCompilesAtItsLimit) {
 
 INSTANTIATE_TEST_SUITE_P(Tables, Sm90SpillLimits,
                          ::testing::Values(Table{"single", false, false}, Table{"pair_cta", false, true},
-                                           Table{"fp8", true, false}),
+                                           Table{"fp8", true, false}, Table{"fp8_pair_cta", true, true}),
                          [](const ::testing::TestParamInfo<Table>& i) { return std::string(i.param.name); });
 
 }  // namespace

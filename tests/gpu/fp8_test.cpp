@@ -33,6 +33,7 @@ struct Fp8Case {
   ScaleLayout token_layout = ScaleLayout::positions;  // per-token K and V scales' layout
   int exp2_fma_every = 0;  // tuning.exp2_fma_every (sm90): 0 leaves it unset
   std::optional<bool> lazy_rescale = {};  // tuning.lazy_rescale (sm90): unset, the default
+  std::optional<Scheduler> pair_scheduler = {};  // sm90: pair_cta clusters on this static schedule
 };
 void PrintTo(const Fp8Case& c, std::ostream* os) { *os << c.label; }
 
@@ -52,7 +53,17 @@ Config fp8_config(const Fp8Case& k) {
   if (k.bn) c.tuning.BN = k.bn;
   if (k.exp2_fma_every) c.tuning.exp2_fma_every = k.exp2_fma_every;
   c.tuning.lazy_rescale = k.lazy_rescale;
+  if (k.pair_scheduler) {
+    c.tuning.pair_cta = true;
+    c.tuning.scheduler = *k.pair_scheduler;
+  }
   return c;
+}
+
+// Case `k` as pair_cta clusters (K and V multicast to both CTAs, each transposing its own V).
+Fp8Case in_pairs(Fp8Case k, Scheduler scheduler) {
+  k.pair_scheduler = scheduler;
+  return k;
 }
 
 // Case `k` with tuning.lazy_rescale named.
@@ -210,6 +221,23 @@ const std::vector<Fp8Case>& sm90_fp8_cases() {
       lazy(Fp8Case{"sm90_e4m3_eager_d256_window", DType::e4m3, G::per_head, G::per_head, G::per_head, {}, 256, 256, 0,
                    {}, Mask::sliding_window, 2, false, F},
            false),
+      // pair_cta clusters: rank 0 multicasts K, rank 1 V, each CTA transposes its own copy of V
+      // and frees the V stage in both; ragged batches leave a cluster with one CTA without rows.
+      in_pairs(Fp8Case{"sm90_e4m3_pair_per_tensor_causal_varlen", DType::e4m3, G::per_tensor, G::per_tensor,
+                       G::per_tensor, {}, 128, 128, 0, {}, Mask::causal, 2, true, F},
+               Scheduler::persistent),
+      in_pairs(Fp8Case{"sm90_e4m3_pair_bn192_per_token_q_g4", DType::e4m3, G::per_token, G::per_head, G::per_head,
+                       DType::fp32, 128, 128, 0, {}, Mask::none, 4, false, F, 192},
+               Scheduler::transient),
+      in_pairs(Fp8Case{"sm90_e4m3_pair_d64_varlen", DType::e4m3, G::per_head, G::per_tensor, G::per_tensor, {}, 64, 64,
+                       0, {}, Mask::none, 1, true, F},
+               Scheduler::persistent),
+      in_pairs(Fp8Case{"sm90_e5m2_pair_d256_window", DType::e5m2, G::per_head, G::per_head, G::per_head, {}, 256, 256,
+                       0, {}, Mask::sliding_window, 2, false, F},
+               Scheduler::persistent),
+      in_pairs(Fp8Case{"sm90_mla_e4m3_nope_bf16_rope_pair_causal", DType::e4m3, G::per_token, G::per_tensor,
+                       G::per_tensor, DType::bf16, 192, 128, 64, DType::bf16, Mask::causal, 4, false, F},
+               Scheduler::transient),
   };
   return cases;
 }
