@@ -2,8 +2,6 @@
 
 #include "generator/element_types.hpp"
 
-#include <algorithm>
-
 namespace flashjit {
 
 namespace {
@@ -44,10 +42,9 @@ constexpr unsigned char kPair[3][3][4][4] = {
 // half the registers of 16-bit P and the consumers get 8 fewer (the producer warpgroup transposes
 // V), so the 16-bit limits do not carry over. Measured on sm_90a with NVRTC 13.0 by raising BN in
 // steps of 32 for every entry until a variant spilled or reported an advisory: e4m3 with
-// per-tensor scales (without the LSE, persistent; with the LSE, ragged, dynamic) and with
-// per-token Q scales in fp32 (per-head K; with the LSE, dynamic), with and without a rope part
-// of the same width (2026-12-06); d64 and qk 192 without a rope part, whose rows are 64-byte
-// panels, on 2026-12-06. 16 where shared memory runs out first; 0 for head dims the fp8 kernels
+// per-tensor scales (without the LSE, persistent; with the LSE, ragged, dynamic), with and
+// without a rope part of the same width (2026-12-06); d64 and qk 192 without a rope part, whose
+// rows are 64-byte panels, on 2026-12-06. Per-token scales take the tables below. 16 where shared memory runs out first; 0 for head dims the fp8 kernels
 // do not take (and d_v 256 on three consumers, which ptxas cannot allocate).
 constexpr unsigned char kFp8[3][3][4][4] = {
     {{{16, 0, 0, 0}, {0, 16, 0, 16}, {0, 16, 0, 16}, {0, 16, 0, 6}},    // 1 consumer, none
@@ -77,17 +74,40 @@ constexpr unsigned char kFp8Pair[3][3][4][4] = {
      {{8, 0, 0, 0}, {0, 2, 0, 0}, {0, 2, 0, 0}, {0, 2, 0, 0}},          // causal
      {{6, 0, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}, {0, 2, 0, 0}}}};        // sliding_window
 
-// fp8 with per-token K scales (the producer warp stores each stage's, the consumers read them):
-// the cap on kFp8 for every consumer count, in 16-key units, indexed like kFp8 without the
-// consumers. Measured on two consumers with NVRTC 13.0 by lowering BN in steps of 32 until every
-// variant compiled without spills or advisories: scales by position and beside the cache's rows,
-// per-token and per-tensor Q, ragged or not, with and without the LSE (2026-12-06; d64 and qk 192
-// on 2026-12-06, where d64's cap also held on one and three consumers). 0 for head dims the fp8
-// kernels do not take.
-constexpr unsigned char kFp8KeyScales[3][4][4] = {
-    {{16, 0, 0, 0}, {0, 10, 0, 6}, {0, 12, 0, 0}, {0, 10, 0, 4}},   // none
-    {{16, 0, 0, 0}, {0, 12, 0, 6}, {0, 12, 0, 0}, {0, 10, 0, 6}},   // causal
-    {{12, 0, 0, 0}, {0, 8, 0, 4}, {0, 8, 0, 0}, {0, 6, 0, 4}}};     // sliding_window
+// fp8 with per-token Q scales (K and V per tensor or head), single CTAs: kFp8 where those
+// compiled without spills, lowered by 32 keys where a per-token Q variant spilled. Measured on
+// sm_90a with NVRTC 13.0 (2026-12-06, the kernels with row sums from the tensor cores) by
+// compiling every kFp8 entry at its limit in four variants (per-tensor lean and with LSE, ragged,
+// transient; per-token Q in fp32 with per-head K and V and the LSE; in bf16, LSE, ragged,
+// transient), with and without a rope part of the same width.
+constexpr unsigned char kFp8QueryTokens[3][3][4][4] = {
+    {{{16, 0, 0, 0}, {0, 14, 0, 16}, {0, 16, 0, 16}, {0, 16, 0, 6}},    // 1 consumer, none
+     {{16, 0, 0, 0}, {0, 14, 0, 16}, {0, 16, 0, 16}, {0, 16, 0, 16}},   // causal
+     {{12, 0, 0, 0}, {0, 10, 0, 6}, {0, 10, 0, 6}, {0, 10, 0, 4}}},     // sliding_window
+    {{{16, 0, 0, 0}, {0, 12, 0, 6}, {0, 16, 0, 6}, {0, 16, 0, 4}},      // 2 consumers, none
+     {{16, 0, 0, 0}, {0, 12, 0, 6}, {0, 16, 0, 6}, {0, 16, 0, 6}},      // causal
+     {{12, 0, 0, 0}, {0, 8, 0, 4}, {0, 8, 0, 4}, {0, 6, 0, 4}}},        // sliding_window
+    {{{8, 0, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}},          // 3 consumers, none
+     {{8, 0, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}},          // causal
+     {{6, 0, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}, {0, 2, 0, 0}}}};        // sliding_window
+
+// fp8 with per-token K scales (the producer warp stores each stage's, the consumers read them),
+// single CTAs, per-token Q or not; no rope part. Measured on sm_90a with NVRTC 13.0 (2026-12-06,
+// the kernels with row sums from the tensor cores) by lowering BN in steps of 32 until four
+// variants compiled without spills: per-tensor Q, lean; per-token Q and K in fp32, LSE, ragged,
+// transient; K scales beside the cache's rows in bf16, LSE, ragged; per-token Q and K in bf16 with
+// the LSE. Eleven entries of the cap measured before the row sums (on two consumers only) spilled
+// 4-16 bytes and are lower here.
+constexpr unsigned char kFp8KeyTokens[3][3][4][4] = {
+    {{{16, 0, 0, 0}, {0, 10, 0, 6}, {0, 12, 0, 0}, {0, 10, 0, 4}},      // 1 consumer, none
+     {{16, 0, 0, 0}, {0, 12, 0, 6}, {0, 12, 0, 0}, {0, 10, 0, 6}},      // causal
+     {{12, 0, 0, 0}, {0, 8, 0, 4}, {0, 8, 0, 0}, {0, 6, 0, 4}}},        // sliding_window
+    {{{14, 0, 0, 0}, {0, 10, 0, 6}, {0, 10, 0, 0}, {0, 10, 0, 4}},      // 2 consumers, none
+     {{16, 0, 0, 0}, {0, 10, 0, 6}, {0, 10, 0, 0}, {0, 10, 0, 4}},      // causal
+     {{8, 0, 0, 0}, {0, 6, 0, 4}, {0, 6, 0, 0}, {0, 6, 0, 4}}},         // sliding_window
+    {{{8, 0, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}, {0, 4, 0, 0}},          // 3 consumers, none
+     {{6, 0, 0, 0}, {0, 4, 0, 0}, {0, 2, 0, 0}, {0, 2, 0, 0}},          // causal
+     {{6, 0, 0, 0}, {0, 2, 0, 0}, {0, 2, 0, 0}, {0, 2, 0, 0}}}};        // sliding_window
 
 int dim_index(int d) { return d >= 64 && d <= 256 && d % 64 == 0 ? d / 64 - 1 : -1; }
 
@@ -98,9 +118,12 @@ int sm90_spill_free_bn(const Config& c, int consumer_warpgroups, bool pair_cta) 
   if (q < 0 || v < 0 || consumer_warpgroups < 1 || consumer_warpgroups > 3) return 0;
   const int m = c.mask == Mask::none ? 0 : c.mask == Mask::causal ? 1 : 2;
   if (is_float8(c.dtype.qkv)) {
-    const int limit = 16 * (pair_cta ? kFp8Pair : kFp8)[consumer_warpgroups - 1][m][q][v];
-    if (c.scales.k != ScaleGranularity::per_token) return limit;
-    return std::min(limit, 16 * kFp8KeyScales[m][q][v]);
+    // pair_cta takes no per-token K scales (family_sm90.cpp); its table covers per-token Q.
+    const auto& table = pair_cta                                         ? kFp8Pair
+                        : c.scales.k == ScaleGranularity::per_token ? kFp8KeyTokens
+                        : c.scales.q == ScaleGranularity::per_token ? kFp8QueryTokens
+                                                                    : kFp8;
+    return 16 * table[consumer_warpgroups - 1][m][q][v];
   }
   return 16 * (pair_cta ? kPair : kSingle)[consumer_warpgroups - 1][m][q][v];
 }

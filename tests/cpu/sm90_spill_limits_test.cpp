@@ -25,6 +25,7 @@ namespace {
 struct Table {
   const char* name;
   bool fp8, pair;
+  ScaleGranularity q = ScaleGranularity::per_tensor, k = ScaleGranularity::per_tensor;  // fp8's scales
 };
 
 void PrintTo(const Table& t, std::ostream* os) { *os << t.name; }
@@ -42,7 +43,11 @@ std::vector<Config> tiles_at_the_limits(const Table& t) {
             c.mask = mask;
             if (t.fp8) {
               c.dtype.qkv = DType::e4m3;
-              c.scales = {ScaleGranularity::per_tensor, ScaleGranularity::per_tensor, ScaleGranularity::per_tensor};
+              // Per-token K: lean with per-tensor Q, heavy with per-token Q as well.
+              const bool key_tokens = t.k == ScaleGranularity::per_token;
+              c.scales = {key_tokens && !heavy ? ScaleGranularity::per_tensor : t.q, t.k, ScaleGranularity::per_tensor};
+              if (t.q == ScaleGranularity::per_token || t.k == ScaleGranularity::per_token)
+                c.dtype.scale = heavy ? DType::bf16 : DType::fp32;
             }
             c.lse = heavy;
             c.varlen = heavy;
@@ -87,7 +92,11 @@ TEST_P(Sm90SpillLimits, EveryEntryCompilesAtItsLimit) {
 
 INSTANTIATE_TEST_SUITE_P(Tables, Sm90SpillLimits,
                          ::testing::Values(Table{"single", false, false}, Table{"pair_cta", false, true},
-                                           Table{"fp8", true, false}, Table{"fp8_pair_cta", true, true}),
+                                           Table{"fp8", true, false}, Table{"fp8_pair_cta", true, true},
+                                           Table{"fp8_query_tokens", true, false, ScaleGranularity::per_token},
+                                           Table{"fp8_pair_cta_query_tokens", true, true, ScaleGranularity::per_token},
+                                           Table{"fp8_key_tokens", true, false, ScaleGranularity::per_token,
+                                                 ScaleGranularity::per_token}),
                          [](const ::testing::TestParamInfo<Table>& i) { return std::string(i.param.name); });
 
 }  // namespace
