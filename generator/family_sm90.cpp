@@ -249,11 +249,12 @@ class Sm90Family final : public KernelFamily {
     rules::only_value(t.num_qk_stages, 1, "num_qk_stages", kName, issues);
     rules::only_value(t.num_pv_stages, 1, "num_pv_stages", kName, issues);
     rules::only_value(t.splitk_partitions, 1, "splitk_partitions", kName, issues);
-    // Per-token K scales ride in their K stage, written by one CTA's producer warp; a pair_cta
-    // cluster's K stages are filled by rank 0's multicast alone.
+    // Per-token K scales in pairs would need each CTA's producer warp to write its own copy of a
+    // stage's scales, and register limits of their own: not built yet.
     if (*t.pair_cta && c.scales.k == ScaleGranularity::per_token)
       issues.push_back({"tuning.pair_cta", "true",
-                        "the sm90 family's kernels with per-token K scales run single CTAs"});
+                        "the sm90 family's kernels with per-token K scales run single CTAs (pairs with them "
+                        "are not implemented yet)"});
     if (*t.pair_cta && *t.scheduler == Scheduler::dynamic)
       issues.push_back({"tuning.scheduler", "\"dynamic\"",
                         "pair_cta clusters take their tiles from a static order: use \"persistent\" or "

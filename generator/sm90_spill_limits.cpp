@@ -44,8 +44,9 @@ constexpr unsigned char kPair[3][3][4][4] = {
 // steps of 32 for every entry until a variant spilled or reported an advisory: e4m3 with
 // per-tensor scales (without the LSE, persistent; with the LSE, ragged, dynamic), with and
 // without a rope part of the same width (2026-12-06); d64 and qk 192 without a rope part, whose
-// rows are 64-byte panels, on 2026-12-06. Per-token scales take the tables below. 16 where shared memory runs out first; 0 for head dims the fp8 kernels
-// do not take (and d_v 256 on three consumers, which ptxas cannot allocate).
+// rows are 64-byte panels, on 2026-12-06. Per-token scales take the tables below. 16 where
+// shared memory runs out first; 0 for head dims the fp8 kernels do not take (and d_v 256 on
+// three consumers, which ptxas cannot allocate).
 constexpr unsigned char kFp8[3][3][4][4] = {
     {{{16, 0, 0, 0}, {0, 16, 0, 16}, {0, 16, 0, 16}, {0, 16, 0, 6}},    // 1 consumer, none
      {{16, 0, 0, 0}, {0, 16, 0, 16}, {0, 16, 0, 16}, {0, 16, 0, 16}},   // causal

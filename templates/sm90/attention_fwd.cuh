@@ -110,7 +110,8 @@ struct ForwardKernel {
   // K stage's into its slot of the seeds' k_scale region.
   static constexpr bool kKeyScales = T::kKScale == ScaleKind::kPerToken;
   using KPipe = StageBarriers<Layout, kStages, kPair, kKeyScales>;  // its stages carry the key scales
-  static_assert(!kKeyScales || (!kPair && !kRopeBesideFp8), "per-token K scales: single CTAs, no rope part beside fp8");
+  static_assert(!kKeyScales || (!kPair && !kRopeBesideFp8),
+                "per-token K scales: single CTAs (pairs not built yet), no rope part beside fp8");
   static constexpr u32 kQBytes = BM * (DN * sizeof(Element) + DR * sizeof(RopeElement));
   static constexpr u32 kKBytes = BN * (DN * sizeof(Element) + DR * sizeof(RopeElement));
   static constexpr u32 kVBytes = BN * DV * sizeof(Element);
@@ -442,7 +443,8 @@ struct ForwardKernel {
     const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31;
     const KPipe kpipe{smem, Layout::kKFull, Layout::kKEmpty};
     // fp8: P V reads the transposers' Vt stages.
-    const PvPipe vpipe{smem, kTransposeV ? Layout::kVtFull : Layout::kVFull, kTransposeV ? Layout::kVtEmpty : Layout::kVEmpty};
+    const PvPipe vpipe{smem, kTransposeV ? Layout::kVtFull : Layout::kVFull,
+                       kTransposeV ? Layout::kVtEmpty : Layout::kVEmpty};
     const Scales<T> scales = Scales<T>::make(p);
     Scheduler sched = scheduler(smem);
     State kv;
@@ -541,7 +543,8 @@ struct ForwardKernel {
           // Vt is freed a softmax earlier for the transposers' next stage. ptxas hoisted that wait
           // by itself only where a branch on the mask preceded the softmax; without it the d128
           // tiles ran 4-13 % slower. The fp8 d256 tiles (no sums) keep it after the softmax:
-          // before it they ran 4-5 % slower without a mask. Sass.Sm90ConsumersReleaseStagesBeforeTheSoftmax holds the order.
+          // before it they ran 4-5 % slower without a mask.
+          // Sass.Sm90ConsumersReleaseStagesBeforeTheSoftmax holds the order.
           const auto finish_pv = [&] {
             wgmma_wait<0>();
             fence_operand(o);
